@@ -1,0 +1,185 @@
+// Who is calling: resolves Basic credentials, bearer tokens and session cookies to a user,
+// and mints tokens and sessions. Disabled and expired users never authenticate.
+import type { Clock } from '../clock.js';
+import { iso } from '../clock.js';
+import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../store/identity.js';
+import { hashPassword, looksLikeSecret, newSecret, sha256, verifyPassword } from './secrets.js';
+
+export type AuthMethod = 'basic' | 'bearer' | 'session';
+
+export interface Principal {
+  user: UserRecord;
+  method: AuthMethod;
+  /** the token behind this call: a bearer token, or the token a session was opened with */
+  token: TokenRecord | null;
+  session: SessionRecord | null;
+}
+
+export const SESSION_IDLE_MS = 7 * 24 * 3600 * 1000;
+const SESSION_TOUCH_MS = 60 * 1000;
+const BASIC_CACHE_MAX = 1000;
+
+// scrypt costs ~50 ms by design; a CAD using Basic on every call must not pay it each time.
+// A verified (email, password) pair is remembered by its hash, tied to the stored password
+// hash, so a password change or a wrong password is never served from the cache.
+interface BasicCacheEntry {
+  userId: number;
+  passwordHash: string;
+}
+
+export type MintResult = { ok: true; token: string; record: TokenRecord } | { ok: false; reason: 'past' | 'invalid' };
+
+export class Authenticator {
+  private readonly basicCache = new Map<string, BasicCacheEntry>();
+
+  constructor(
+    private readonly identity: IdentityStore,
+    private readonly clock: Clock,
+    private readonly tokenDefaultDays: number,
+  ) {}
+
+  usable(user: UserRecord): boolean {
+    if (user.disabled) return false;
+    return user.expirationTime === null || Date.parse(user.expirationTime) > this.clock.now().getTime();
+  }
+
+  /** Checks email + password. Returns the user, or null for unknown/wrong/disabled. */
+  async checkPassword(email: string, password: string): Promise<UserRecord | null> {
+    const cacheKey = sha256(`${email.trim().toLowerCase()}\u0000${password}`);
+    const cached = this.basicCache.get(cacheKey);
+    if (cached) {
+      const user = this.identity.userById(cached.userId);
+      if (user && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
+      this.basicCache.delete(cacheKey);
+    }
+    const user = this.identity.userByEmail(email);
+    if (!user) {
+      await hashPassword(password); // same cost as a real check: no user enumeration by timing
+      return null;
+    }
+    if (!(await verifyPassword(password, user.passwordHash))) return null;
+    if (this.basicCache.size >= BASIC_CACHE_MAX) this.basicCache.delete(this.basicCache.keys().next().value!);
+    this.basicCache.set(cacheKey, { userId: user.id, passwordHash: user.passwordHash });
+    return this.usable(user) ? user : null;
+  }
+
+  async basic(email: string, password: string): Promise<Principal | null> {
+    const user = await this.checkPassword(email, password);
+    return user ? { user, method: 'basic', token: null, session: null } : null;
+  }
+
+  /** A user token that is known, not revoked, not expired, of a usable user. */
+  userToken(token: string): { user: UserRecord; token: TokenRecord } | null {
+    if (!looksLikeSecret(token)) return null;
+    const record = this.identity.tokenByHashValue(sha256(token));
+    if (!record || record.userId === null || !this.tokenLive(record)) return null;
+    const user = this.identity.userById(record.userId);
+    if (!user || !this.usable(user)) return null;
+    return { user, token: record };
+  }
+
+  bearer(token: string): Principal | null {
+    const hit = this.userToken(token);
+    return hit ? { user: hit.user, method: 'bearer', token: hit.token, session: null } : null;
+  }
+
+  tokenLive(record: TokenRecord): boolean {
+    if (record.revokedAt !== null) return false;
+    return record.expiresAt === null || Date.parse(record.expiresAt) > this.clock.now().getTime();
+  }
+
+  session(cookieValue: string): Principal | null {
+    if (!looksLikeSecret(cookieValue)) return null;
+    const session = this.identity.sessionByHashValue(sha256(cookieValue));
+    if (!session) return null;
+    const now = this.clock.now().getTime();
+    if (Date.parse(session.lastSeenAt) + SESSION_IDLE_MS <= now) {
+      this.identity.deleteSession(session.id);
+      return null;
+    }
+    let token: TokenRecord | null = null;
+    if (session.tokenId !== null) {
+      token = this.identity.tokenById(session.tokenId) ?? null;
+      if (!token || !this.tokenLive(token)) return null;
+    }
+    const user = this.identity.userById(session.userId);
+    if (!user || !this.usable(user)) return null;
+    if (session.impersonatorId !== null) {
+      const impersonator = this.identity.userById(session.impersonatorId);
+      if (!impersonator || !this.usable(impersonator)) return null;
+    }
+    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) this.identity.touchSession(session.id, iso(this.clock.now()));
+    return { user, method: 'session', token, session };
+  }
+
+  /** Opens a session; returns the cookie value (shown once, stored hashed). */
+  openSession(userId: number, opts: { token?: TokenRecord | null; impersonatorId?: number | null } = {}): string {
+    const value = newSecret();
+    this.identity.insertSession({
+      hash: sha256(value),
+      userId,
+      tokenId: opts.token?.id ?? null,
+      impersonatorId: opts.impersonatorId ?? null,
+      at: iso(this.clock.now()),
+    });
+    return value;
+  }
+
+  closeSession(cookieValue: string): void {
+    if (!looksLikeSecret(cookieValue)) return;
+    const session = this.identity.sessionByHashValue(sha256(cookieValue));
+    if (session) this.identity.deleteSession(session.id);
+  }
+
+  /**
+   * Mints a user token. Default lifetime TOKEN_DEFAULT_DAYS; a past or unparsable
+   * `expiration` is refused; a caller holding a token gets at most that token's expiry.
+   */
+  mintUserToken(principal: Principal, expiration: string | undefined): MintResult {
+    const now = this.clock.now().getTime();
+    let expiresAt: number;
+    if (expiration === undefined) {
+      expiresAt = now + this.tokenDefaultDays * 86400_000;
+    } else {
+      expiresAt = Date.parse(expiration);
+      if (Number.isNaN(expiresAt)) return { ok: false, reason: 'invalid' };
+      if (expiresAt <= now) return { ok: false, reason: 'past' };
+    }
+    if (principal.token?.expiresAt) expiresAt = Math.min(expiresAt, Date.parse(principal.token.expiresAt));
+    const token = newSecret();
+    const record = this.identity.insertToken({
+      hash: sha256(token),
+      userId: principal.user.id,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(expiresAt).toISOString(),
+    });
+    return { ok: true, token, record };
+  }
+
+  mintDeviceToken(deviceId: number): string {
+    const token = newSecret();
+    this.identity.insertToken({ hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: null });
+    return token;
+  }
+
+  /** The device a live device token belongs to. */
+  deviceForToken(token: string): number | null {
+    if (!looksLikeSecret(token)) return null;
+    const record = this.identity.tokenByHashValue(sha256(token));
+    if (!record || record.deviceId === null || !this.tokenLive(record)) return null;
+    return record.deviceId;
+  }
+
+  /** Revokes by token value: 'revoked' (also when it already was) or 'unknown'. */
+  revoke(token: string): 'revoked' | 'unknown' {
+    if (!looksLikeSecret(token)) return 'unknown';
+    const record = this.identity.tokenByHashValue(sha256(token));
+    if (!record) return 'unknown';
+    this.identity.revokeToken(record.id, iso(this.clock.now()));
+    return 'revoked';
+  }
+
+  forgetCachedPasswords(): void {
+    this.basicCache.clear();
+  }
+}

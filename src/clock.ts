@@ -1,0 +1,6 @@
+// Time is passed in, so tests can move it and the domain stays pure.
+export interface Clock {
+  now(): Date;
+}
+export const systemClock: Clock = { now: () => new Date() };
+export const iso = (d: Date): string => d.toISOString();

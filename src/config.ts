@@ -1,0 +1,64 @@
+// Configuration comes only from the environment (DESIGN section 8), validated once at start.
+import type { Synchronous } from './store/db.js';
+
+export interface Config {
+  port: number;
+  host: string;
+  databasePath: string;
+  adminEmail: string | undefined;
+  adminPassword: string | undefined;
+  logLevel: string;
+  tokenDefaultDays: number;
+  pushAckTimeoutS: number;
+  pushTtlS: number;
+  dbSynchronous: Synchronous;
+  trustProxy: boolean;
+  cookieSecure: 'auto' | boolean;
+}
+
+export class ConfigError extends Error {}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
+  }
+  return n;
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback: T, allowed: readonly T[]): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const v = raw.toUpperCase() === raw ? raw : raw.toLowerCase();
+  const hit = allowed.find((a) => a.toLowerCase() === v.toLowerCase());
+  if (!hit) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
+  return hit;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const cookie = env.COOKIE_SECURE?.toLowerCase();
+  return {
+    port: int(env, 'PORT', 8082, 0, 65535),
+    host: env.HOST || '0.0.0.0',
+    databasePath: env.DATABASE_PATH || './data/cad.sqlite',
+    adminEmail: env.ADMIN_EMAIL || undefined,
+    adminPassword: env.ADMIN_PASSWORD || undefined,
+    logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),
+    tokenDefaultDays: int(env, 'TOKEN_DEFAULT_DAYS', 7, 1, 3650),
+    pushAckTimeoutS: int(env, 'PUSH_ACK_TIMEOUT_S', 30, 1, 86400),
+    pushTtlS: int(env, 'PUSH_TTL_S', 86400, 1, 31 * 86400),
+    dbSynchronous: oneOf(env, 'DB_SYNCHRONOUS', 'FULL', ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const),
+    trustProxy: bool(env, 'TRUST_PROXY', false),
+    cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
+  };
+}

@@ -1,0 +1,34 @@
+// Opens the SQLite database with the durability the service promises (WAL, synchronous=FULL
+// by default, foreign keys on) and applies pending migrations before anything else runs.
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { migrationsPath } from '../paths.js';
+import * as schema from './schema.js';
+
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
+export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+
+export interface OpenOptions {
+  path: string; // ':memory:' for tests
+  synchronous?: Synchronous;
+}
+
+export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const sqlite = new Database(path);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma(`synchronous = ${synchronous}`);
+  sqlite.pragma('busy_timeout = 5000');
+  const db = drizzle(sqlite, { schema }) as Db;
+  // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`
+  // (emitted for table rebuilds) has no effect; so switch them off around it and check after.
+  sqlite.pragma('foreign_keys = OFF');
+  migrate(db, { migrationsFolder: migrationsPath });
+  const broken = sqlite.pragma('foreign_key_check') as unknown[];
+  if (broken.length > 0) throw new Error(`migration left ${broken.length} foreign key violations`);
+  sqlite.pragma('foreign_keys = ON');
+  return db;
+}

@@ -1,0 +1,243 @@
+// Users, devices, the links between them, tokens and sessions. The only code that reads or
+// writes those tables.
+import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import type { Db } from './db.js';
+import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
+
+export type UserRecord = typeof users.$inferSelect;
+export type NewUser = typeof users.$inferInsert;
+export type DeviceRecord = typeof devices.$inferSelect;
+export type NewDevice = typeof devices.$inferInsert;
+export type TokenRecord = typeof tokens.$inferSelect;
+export type SessionRecord = typeof sessions.$inferSelect;
+
+export class UniqueViolation extends Error {
+  constructor(readonly column: string) {
+    super(`unique constraint on ${column}`);
+  }
+}
+
+function rethrowUnique(err: unknown, column: string): never {
+  if (err instanceof Error && 'code' in err && err.code === 'SQLITE_CONSTRAINT_UNIQUE') throw new UniqueViolation(column);
+  throw err;
+}
+
+export class IdentityStore {
+  private readonly byId;
+  private readonly byEmail;
+  private readonly tokenByHash;
+  private readonly sessionByHash;
+
+  constructor(private readonly db: Db) {
+    this.byId = db.select().from(users).where(eq(users.id, sql.placeholder('id'))).prepare();
+    this.byEmail = db.select().from(users).where(eq(users.emailKey, sql.placeholder('key'))).prepare();
+    this.tokenByHash = db.select().from(tokens).where(eq(tokens.hash, sql.placeholder('hash'))).prepare();
+    this.sessionByHash = db.select().from(sessions).where(eq(sessions.hash, sql.placeholder('hash'))).prepare();
+  }
+
+  // ---- users
+  countUsers(): number {
+    return this.db.select({ n: sql<number>`count(*)` }).from(users).get()!.n;
+  }
+  countAdministrators(): number {
+    return this.db
+      .select({ n: sql<number>`count(*)` })
+      .from(users)
+      .where(and(eq(users.administrator, true), eq(users.disabled, false)))
+      .get()!.n;
+  }
+  userById(id: number): UserRecord | undefined {
+    return this.byId.get({ id });
+  }
+  userByEmail(email: string): UserRecord | undefined {
+    return this.byEmail.get({ key: email.trim().toLowerCase() });
+  }
+  listUsers(ids?: readonly number[]): UserRecord[] {
+    const q = this.db.select().from(users);
+    return (ids ? q.where(inArray(users.id, [...ids])) : q).orderBy(asc(users.id)).all();
+  }
+  insertUser(values: Omit<NewUser, 'emailKey' | 'id'>): UserRecord {
+    try {
+      return this.db.insert(users).values({ ...values, emailKey: values.email.trim().toLowerCase() }).returning().get();
+    } catch (err) {
+      rethrowUnique(err, 'email');
+    }
+  }
+  updateUser(id: number, values: Partial<Omit<NewUser, 'id' | 'emailKey'>>): UserRecord {
+    const set = values.email === undefined ? values : { ...values, emailKey: values.email.trim().toLowerCase() };
+    try {
+      return this.db.update(users).set(set).where(eq(users.id, id)).returning().get()!;
+    } catch (err) {
+      rethrowUnique(err, 'email');
+    }
+  }
+  deleteUser(id: number): void {
+    this.db.delete(users).where(eq(users.id, id)).run();
+  }
+  /** users that `managerId` manages directly */
+  managedUserIds(managerId: number): number[] {
+    return this.db
+      .select({ id: userUsers.managedUserId })
+      .from(userUsers)
+      .where(eq(userUsers.userId, managerId))
+      .all()
+      .map((r) => r.id);
+  }
+  manages(managerId: number, userId: number): boolean {
+    return (
+      this.db
+        .select({ one: sql`1` })
+        .from(userUsers)
+        .where(and(eq(userUsers.userId, managerId), eq(userUsers.managedUserId, userId)))
+        .get() !== undefined
+    );
+  }
+  linkManagedUser(userId: number, managedUserId: number): void {
+    this.db.insert(userUsers).values({ userId, managedUserId }).onConflictDoNothing().run();
+  }
+  unlinkManagedUser(userId: number, managedUserId: number): void {
+    this.db.delete(userUsers).where(and(eq(userUsers.userId, userId), eq(userUsers.managedUserId, managedUserId))).run();
+  }
+
+  /** A device linked to the user or to a user it manages. */
+  reachesDevice(userId: number, deviceId: number): boolean {
+    return (
+      this.db.$client
+        .prepare(
+          `SELECT 1 FROM user_devices WHERE device_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
+        )
+        .get(deviceId, userId, userId) !== undefined
+    );
+  }
+  /** An incident linked to the user or to a user it manages. */
+  reachesIncident(userId: number, incidentId: number): boolean {
+    return (
+      this.db.$client
+        .prepare(
+          `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
+        )
+        .get(incidentId, userId, userId) !== undefined
+    );
+  }
+
+  // ---- devices
+  deviceById(id: number): DeviceRecord | undefined {
+    return this.db.select().from(devices).where(eq(devices.id, id)).get();
+  }
+  countDevicesOf(userId: number): number {
+    return this.db.select({ n: sql<number>`count(*)` }).from(userDevices).where(eq(userDevices.userId, userId)).get()!.n;
+  }
+  /** all devices, or those of the given owners (directly linked) */
+  listDevices(filter: { ownerIds?: readonly number[]; uniqueId?: string | undefined }): DeviceRecord[] {
+    const conds = [];
+    if (filter.uniqueId !== undefined) conds.push(eq(devices.uniqueId, filter.uniqueId));
+    if (filter.ownerIds) {
+      if (filter.ownerIds.length === 0) return [];
+      conds.push(
+        inArray(
+          devices.id,
+          this.db.select({ id: userDevices.deviceId }).from(userDevices).where(inArray(userDevices.userId, [...filter.ownerIds])),
+        ),
+      );
+    }
+    return this.db
+      .select()
+      .from(devices)
+      .where(conds.length ? and(...conds) : undefined)
+      .orderBy(asc(devices.id))
+      .all();
+  }
+  insertDevice(values: Omit<NewDevice, 'id'>): DeviceRecord {
+    try {
+      return this.db.insert(devices).values(values).returning().get();
+    } catch (err) {
+      rethrowUnique(err, 'uniqueId');
+    }
+  }
+  updateDevice(id: number, values: Partial<Omit<NewDevice, 'id'>>): DeviceRecord {
+    try {
+      return this.db.update(devices).set(values).where(eq(devices.id, id)).returning().get()!;
+    } catch (err) {
+      rethrowUnique(err, 'uniqueId');
+    }
+  }
+  deleteDevice(id: number): void {
+    this.db.delete(devices).where(eq(devices.id, id)).run();
+  }
+  deviceOwners(deviceId: number): number[] {
+    return this.db
+      .select({ id: userDevices.userId })
+      .from(userDevices)
+      .where(eq(userDevices.deviceId, deviceId))
+      .all()
+      .map((r) => r.id);
+  }
+  linkDevice(userId: number, deviceId: number): void {
+    this.db.insert(userDevices).values({ userId, deviceId }).onConflictDoNothing().run();
+  }
+  unlinkDevice(userId: number, deviceId: number): void {
+    this.db.delete(userDevices).where(and(eq(userDevices.userId, userId), eq(userDevices.deviceId, deviceId))).run();
+  }
+
+  // ---- incident links
+  linkIncident(userId: number, incidentId: number): void {
+    this.db.insert(userIncidents).values({ userId, incidentId }).onConflictDoNothing().run();
+  }
+  unlinkIncident(userId: number, incidentId: number): void {
+    this.db.delete(userIncidents).where(and(eq(userIncidents.userId, userId), eq(userIncidents.incidentId, incidentId))).run();
+  }
+
+  // ---- tokens
+  insertToken(values: { hash: string; userId?: number; deviceId?: number; createdAt: string; expiresAt: string | null }): TokenRecord {
+    return this.db.insert(tokens).values(values).returning().get();
+  }
+  tokenById(id: number): TokenRecord | undefined {
+    return this.db.select().from(tokens).where(eq(tokens.id, id)).get();
+  }
+  tokenByHashValue(hash: string): TokenRecord | undefined {
+    return this.tokenByHash.get({ hash });
+  }
+  revokeToken(id: number, at: string): void {
+    this.db.update(tokens).set({ revokedAt: at }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt))).run();
+  }
+  revokeDeviceTokens(deviceId: number, at: string): number {
+    return this.db
+      .update(tokens)
+      .set({ revokedAt: at })
+      .where(and(eq(tokens.deviceId, deviceId), isNull(tokens.revokedAt)))
+      .run().changes;
+  }
+  listUserTokens(userId: number): TokenRecord[] {
+    return this.db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id)).all();
+  }
+
+  // ---- sessions
+  insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }): SessionRecord {
+    return this.db
+      .insert(sessions)
+      .values({
+        hash: values.hash,
+        userId: values.userId,
+        tokenId: values.tokenId,
+        impersonatorId: values.impersonatorId,
+        createdAt: values.at,
+        lastSeenAt: values.at,
+      })
+      .returning()
+      .get();
+  }
+  sessionByHashValue(hash: string): SessionRecord | undefined {
+    return this.sessionByHash.get({ hash });
+  }
+  touchSession(id: number, at: string): void {
+    this.db.update(sessions).set({ lastSeenAt: at }).where(eq(sessions.id, id)).run();
+  }
+  deleteSession(id: number): void {
+    this.db.delete(sessions).where(eq(sessions.id, id)).run();
+  }
+  /** ends every session of the user, except `keepId` */
+  deleteSessionsOf(userId: number, keepId?: number): void {
+    const cond = keepId === undefined ? eq(sessions.userId, userId) : and(eq(sessions.userId, userId), sql`${sessions.id} <> ${keepId}`);
+    this.db.delete(sessions).where(cond).run();
+  }
+}

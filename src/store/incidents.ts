@@ -1,0 +1,363 @@
+// The incident unit of work: inside ONE synchronous SQLite transaction it reads the current
+// state, runs the pure domain function, and writes the incident, its resources, its
+// assignments, its events and their push outbox rows (transactional outbox). Nested calls
+// (group commit) become savepoints, so each operation stays atomic on its own.
+import type Database from 'better-sqlite3';
+import { callsignKey, normaliseCallsigns } from '../domain/callsign.js';
+import {
+  planCreate,
+  planDelete,
+  planUpdate,
+  type Assignment,
+  type CreateBody,
+  type EventDraft,
+  type Incident,
+  type IncidentDraft,
+  type Plan,
+  type Refusal,
+  type StatusReport,
+  type UpdateBody,
+} from '../domain/incident.js';
+import type { Db } from './db.js';
+import type { UserRecord } from './identity.js';
+
+export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; pushDevices: number[] };
+export type IncidentRefusal =
+  | Refusal
+  | { code: 'NOT_FOUND' }
+  | { code: 'FORBIDDEN'; reason: 'readonly' | 'no-permission' }
+  | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null };
+export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal };
+
+interface IncidentRow {
+  id: number;
+  origin_id: string;
+  type: string;
+  time_of_origin: string | null;
+  time_received: string | null;
+  time_updated: string | null;
+  status: 'OPEN' | 'CLOSED';
+  time_closed: string | null;
+  latitude: number;
+  longitude: number;
+  priority: number;
+  description: string | null;
+}
+
+export interface ListFilter {
+  status?: 'OPEN' | 'CLOSED' | undefined;
+  originId?: string | undefined;
+  callsign?: string | undefined;
+  updatedSince?: string | undefined;
+  /** null = every incident (admin with all=true); else incidents linked to these users */
+  ownerIds: readonly number[] | null;
+  limit: number;
+  offset: number;
+}
+
+export interface EventFilter {
+  incidentId?: number | undefined;
+  deviceId?: number | undefined;
+  type?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  /** null = every device (admin); else devices linked to these users */
+  ownerIds: readonly number[] | null;
+  limit: number;
+  offset: number;
+}
+
+export interface EventView {
+  id: number;
+  type: 'incidentAssigned' | 'incidentDeassigned';
+  eventTime: string;
+  deviceId: number;
+  incidentId: number;
+  attributes: { callsign: string; incidentStatus?: 'CLOSED'; incidentDeleted?: true };
+  state: 'PENDING' | 'DELIVERED' | 'EXPIRED' | 'SUPERSEDED';
+  attempts: number;
+}
+
+const INCIDENT_COLUMNS =
+  'id, origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description';
+
+function toIncident(row: IncidentRow, resources: string[]): Incident {
+  return {
+    id: row.id,
+    originId: row.origin_id,
+    type: row.type,
+    timeOfOrigin: row.time_of_origin,
+    timeReceived: row.time_received,
+    timeUpdated: row.time_updated,
+    status: row.status,
+    timeClosed: row.time_closed,
+    latitude: row.latitude,
+    longitude: row.longitude,
+    priority: row.priority,
+    description: row.description,
+    resources,
+  };
+}
+
+/** RFC 3339 with any offset in, UTC with milliseconds stored and returned. */
+function utc(v: string | null | undefined): string | null {
+  return v === null || v === undefined ? null : new Date(v).toISOString();
+}
+
+function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?: string | null; timeUpdated?: string | null }>(body: T): T {
+  return { ...body, timeOfOrigin: utc(body.timeOfOrigin), timeReceived: utc(body.timeReceived), timeUpdated: utc(body.timeUpdated) };
+}
+
+/** callsign errors are 400s: they come before any lookup (error order 400 → 404 → 403 → 409) */
+function invalidCallsigns(resources: readonly string[] | null | undefined): Outcome | null {
+  const r = normaliseCallsigns(resources);
+  return r.ok ? null : { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: r.error } };
+}
+
+export class IncidentStore {
+  private readonly sqlite: Database.Database;
+  private readonly st;
+
+  constructor(
+    db: Db,
+    private readonly presence: { readonly online: ReadonlySet<number> },
+  ) {
+    this.sqlite = db.$client;
+    const p = (sql: string) => this.sqlite.prepare(sql);
+    this.st = {
+      byId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE id = ?`),
+      byOriginId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE origin_id = ?`),
+      idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
+      exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
+      resources: p(`SELECT callsign FROM incident_resources WHERE incident_id = ? ORDER BY position`).pluck(),
+      assignments: p(`SELECT callsign_key AS callsignKey, callsign, device_id AS deviceId FROM assignments WHERE incident_id = ? ORDER BY rowid`),
+      insert: p(
+        `INSERT INTO incidents (origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at)
+         VALUES (@originId, @type, @timeOfOrigin, @timeReceived, @timeUpdated, @status, @timeClosed, @latitude, @longitude, @priority, @description, @storedAt)`,
+      ),
+      update: p(
+        `UPDATE incidents SET origin_id = @originId, type = @type, time_of_origin = @timeOfOrigin, time_received = @timeReceived,
+           time_updated = @timeUpdated, status = @status, time_closed = @timeClosed, latitude = @latitude, longitude = @longitude,
+           priority = @priority, description = @description, stored_at = @storedAt WHERE id = @id`,
+      ),
+      delete: p(`DELETE FROM incidents WHERE id = ?`),
+      clearResources: p(`DELETE FROM incident_resources WHERE incident_id = ?`),
+      insertResource: p(`INSERT INTO incident_resources (incident_id, position, callsign, callsign_key) VALUES (?, ?, ?, ?)`),
+      clearAssignments: p(`DELETE FROM assignments WHERE incident_id = ?`),
+      insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
+      link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
+      insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, incident) VALUES (?, ?, ?, ?, ?, ?)`),
+      insertPush: p(`INSERT INTO pushes (event_id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, ?, ?)`),
+      matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),
+      matchReachable: p(
+        `SELECT d.id FROM devices d WHERE d.name_key = ? AND d.disabled = 0 AND EXISTS (
+           SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
+             AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
+         ORDER BY d.id`,
+      ).pluck(),
+      reaches: p(
+        `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
+      ).pluck(),
+    };
+  }
+
+  exists(id: number): boolean {
+    return this.st.exists.get(id) !== undefined;
+  }
+
+  private reaches(caller: UserRecord, id: number): boolean {
+    return caller.administrator || this.st.reaches.get(id, caller.id, caller.id) !== undefined;
+  }
+
+  private load(row: IncidentRow): Incident {
+    return toIncident(row, this.st.resources.all(row.id) as string[]);
+  }
+
+  /** the incident, if the caller has permission on it */
+  get(caller: UserRecord, id: number): Incident | 'NOT_FOUND' | 'FORBIDDEN' {
+    const row = this.st.byId.get(id) as IncidentRow | undefined;
+    if (!row) return 'NOT_FOUND';
+    if (!this.reaches(caller, id)) return 'FORBIDDEN';
+    return this.load(row);
+  }
+
+  private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined) {
+    const matches = new Map<string, number[]>();
+    for (const c of callsigns ?? []) {
+      const key = callsignKey(c);
+      if (matches.has(key)) continue;
+      const ids = (caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[];
+      if (ids.length > 0) matches.set(key, ids);
+    }
+    return { matches, online: this.presence.online };
+  }
+
+  private writeResources(id: number, resources: readonly string[]): void {
+    this.st.clearResources.run(id);
+    resources.forEach((c, i) => this.st.insertResource.run(id, i, c, callsignKey(c)));
+  }
+
+  private writeAssignments(id: number, list: readonly Assignment[]): void {
+    this.st.clearAssignments.run(id);
+    for (const a of list) this.st.insertAssignment.run(id, a.callsignKey, a.callsign, a.deviceId);
+  }
+
+  private writeEvents(incident: Incident, events: readonly EventDraft[], now: string): number[] {
+    if (events.length === 0) return [];
+    const snapshot = JSON.stringify(incident);
+    const devices: number[] = [];
+    for (const e of events) {
+      const eventId = this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, JSON.stringify(e.attributes), snapshot).lastInsertRowid;
+      const kind = e.type === 'incidentAssigned' ? 'assign' : 'standDown';
+      this.st.insertPush.run(eventId, e.deviceId, incident.id, kind, now);
+      devices.push(e.deviceId);
+    }
+    return devices;
+  }
+
+  private finish(plan: Plan<Incident>, now: string): IncidentResult {
+    const pushDevices = this.writeEvents(plan.incident, plan.events, now);
+    return { ok: true, incident: plan.incident, report: plan.report, pushDevices };
+  }
+
+  create(caller: UserRecord, rawBody: CreateBody, now: string): Outcome {
+    const body = normaliseTimes(rawBody);
+    const invalid = invalidCallsigns(body.resources);
+    if (invalid) return invalid;
+    return this.sqlite.transaction((): Outcome => {
+      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
+      const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
+      if (taken !== undefined) {
+        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
+      }
+      const outcome = planCreate(body, now, this.matchContext(caller, body.resources));
+      if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
+      const draft: IncidentDraft = outcome.plan.incident;
+      const id = Number(this.st.insert.run({ ...draft, storedAt: now }).lastInsertRowid);
+      const incident: Incident = { id, ...draft };
+      this.writeResources(id, incident.resources);
+      this.writeAssignments(id, outcome.plan.assignments);
+      this.st.link.run(caller.id, id);
+      return this.finish({ ...outcome.plan, incident }, now);
+    })();
+  }
+
+  update(caller: UserRecord, locator: { id: number } | { originId: string }, rawBody: UpdateBody, now: string): Outcome {
+    const body = normaliseTimes(rawBody);
+    const invalid = invalidCallsigns(body.resources);
+    if (invalid) return invalid;
+    return this.sqlite.transaction((): Outcome => {
+      const row = ('id' in locator ? this.st.byId.get(locator.id) : this.st.byOriginId.get(locator.originId)) as IncidentRow | undefined;
+      if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+      if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
+      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
+      const stored = this.load(row);
+      const outcome = planUpdate(stored, this.st.assignments.all(row.id) as Assignment[], body, now, this.matchContext(caller, body.resources));
+      if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
+      if (body.originId !== row.origin_id) {
+        const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
+        if (taken !== undefined) {
+          return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
+        }
+      }
+      const incident = outcome.plan.incident;
+      this.st.update.run({ ...incident, storedAt: now });
+      this.writeResources(row.id, incident.resources);
+      this.writeAssignments(row.id, outcome.plan.assignments);
+      return this.finish(outcome.plan, now);
+    })();
+  }
+
+  delete(caller: UserRecord, id: number, now: string): Outcome {
+    return this.sqlite.transaction((): Outcome => {
+      const row = this.st.byId.get(id) as IncidentRow | undefined;
+      if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+      if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
+      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
+      const stored = this.load(row);
+      const plan = planDelete(stored, this.st.assignments.all(id) as Assignment[], { online: this.presence.online });
+      const result = this.finish(plan, now);
+      this.st.delete.run(id);
+      return result;
+    })();
+  }
+
+  list(filter: ListFilter): { incidents: Incident[]; more: boolean } {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.ownerIds !== null) {
+      if (filter.ownerIds.length === 0) return { incidents: [], more: false };
+      where.push(`i.id IN (SELECT incident_id FROM user_incidents WHERE user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
+      args.push(...filter.ownerIds);
+    }
+    if (filter.status) {
+      where.push('i.status = ?');
+      args.push(filter.status);
+    }
+    if (filter.originId !== undefined) {
+      where.push('i.origin_id = ?');
+      args.push(filter.originId);
+    }
+    if (filter.callsign !== undefined) {
+      where.push('i.id IN (SELECT incident_id FROM incident_resources WHERE callsign_key = ?)');
+      args.push(callsignKey(filter.callsign));
+    }
+    if (filter.updatedSince !== undefined) {
+      where.push('i.stored_at >= ?');
+      args.push(new Date(filter.updatedSince).toISOString());
+    }
+    const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
+      .map((c) => `i.${c}`)
+      .join(', ')} FROM incidents i ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY i.id LIMIT ? OFFSET ?`;
+    const rows = this.sqlite.prepare(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
+    const more = rows.length > filter.limit;
+    const page = more ? rows.slice(0, filter.limit) : rows;
+    const byIncident = new Map<number, string[]>();
+    if (page.length > 0) {
+      const res = this.sqlite
+        .prepare(`SELECT incident_id AS id, callsign FROM incident_resources WHERE incident_id IN (${page.map(() => '?').join(',')}) ORDER BY incident_id, position`)
+        .all(...page.map((r) => r.id)) as { id: number; callsign: string }[];
+      for (const r of res) {
+        const list = byIncident.get(r.id);
+        if (list) list.push(r.callsign);
+        else byIncident.set(r.id, [r.callsign]);
+      }
+    }
+    return { incidents: page.map((r) => toIncident(r, byIncident.get(r.id) ?? [])), more };
+  }
+
+  events(filter: EventFilter): EventView[] {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (filter.ownerIds !== null) {
+      if (filter.ownerIds.length === 0) return [];
+      where.push(`e.device_id IN (SELECT device_id FROM user_devices WHERE user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
+      args.push(...filter.ownerIds);
+    }
+    const eq = (col: string, v: unknown) => {
+      if (v === undefined) return;
+      where.push(`${col} = ?`);
+      args.push(v);
+    };
+    eq('e.incident_id', filter.incidentId);
+    eq('e.device_id', filter.deviceId);
+    eq('e.type', filter.type);
+    if (filter.from !== undefined) {
+      where.push('e.event_time >= ?');
+      args.push(new Date(filter.from).toISOString());
+    }
+    if (filter.to !== undefined) {
+      where.push('e.event_time < ?');
+      args.push(new Date(filter.to).toISOString());
+    }
+    const rows = this.sqlite
+      .prepare(
+        `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
+                p.state, p.attempts
+         FROM events e JOIN pushes p ON p.event_id = e.id
+         ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY e.id LIMIT ? OFFSET ?`,
+      )
+      .all(...args, filter.limit, filter.offset) as (Omit<EventView, 'attributes'> & { attributes: string })[];
+    return rows.map((r) => ({ ...r, attributes: JSON.parse(r.attributes) as EventView['attributes'] }));
+  }
+}

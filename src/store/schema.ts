@@ -1,0 +1,187 @@
+// Drizzle table definitions: the one description of the database. Migrations under
+// src/store/migrations are generated from this file by `npm run db:generate`.
+import { sqliteTable, integer, text, real, primaryKey, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+const bool = (name: string) => integer(name, { mode: 'boolean' }).notNull().default(false);
+
+export const users = sqliteTable(
+  'users',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    name: text('name').notNull(),
+    email: text('email').notNull(),
+    /** lower-cased email: logins are case-insensitive, uniqueness too */
+    emailKey: text('email_key').notNull(),
+    phone: text('phone'),
+    readonly: bool('readonly'),
+    administrator: bool('administrator'),
+    map: text('map'),
+    latitude: real('latitude').notNull().default(0),
+    longitude: real('longitude').notNull().default(0),
+    zoom: integer('zoom').notNull().default(0),
+    passwordHash: text('password_hash').notNull(),
+    coordinateFormat: text('coordinate_format'),
+    disabled: bool('disabled'),
+    expirationTime: text('expiration_time'),
+    deviceLimit: integer('device_limit').notNull().default(-1),
+    userLimit: integer('user_limit').notNull().default(0),
+    deviceReadonly: bool('device_readonly'),
+    limitCommands: bool('limit_commands'),
+    fixedEmail: bool('fixed_email'),
+    poiLayer: text('poi_layer'),
+    attributes: text('attributes').notNull().default('{}'),
+  },
+  (t) => [uniqueIndex('users_email_key').on(t.emailKey)],
+);
+
+export const devices = sqliteTable(
+  'devices',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    name: text('name').notNull(),
+    /** callsignKey(name): callsign matching is an equality lookup on this column */
+    nameKey: text('name_key').notNull(),
+    uniqueId: text('unique_id').notNull(),
+    status: text('status', { enum: ['online', 'offline', 'unknown'] }).notNull().default('unknown'),
+    lastUpdate: text('last_update'),
+    disabled: bool('disabled'),
+    attributes: text('attributes').notNull().default('{}'),
+  },
+  (t) => [uniqueIndex('devices_unique_id').on(t.uniqueId), index('devices_name_key').on(t.nameKey)],
+);
+
+export const userDevices = sqliteTable(
+  'user_devices',
+  {
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    deviceId: integer('device_id').notNull().references(() => devices.id, { onDelete: 'cascade' }),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.deviceId] }), index('user_devices_device').on(t.deviceId)],
+);
+
+export const userUsers = sqliteTable(
+  'user_users',
+  {
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    managedUserId: integer('managed_user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.managedUserId] }), index('user_users_managed').on(t.managedUserId)],
+);
+
+export const incidents = sqliteTable(
+  'incidents',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    originId: text('origin_id').notNull(),
+    type: text('type').notNull(),
+    timeOfOrigin: text('time_of_origin'),
+    timeReceived: text('time_received'),
+    timeUpdated: text('time_updated'),
+    status: text('status', { enum: ['OPEN', 'CLOSED'] }).notNull(),
+    timeClosed: text('time_closed'),
+    latitude: real('latitude').notNull(),
+    longitude: real('longitude').notNull(),
+    priority: integer('priority').notNull(),
+    description: text('description'),
+    /** server time of the last write; `updatedSince` filters on it */
+    storedAt: text('stored_at').notNull(),
+  },
+  (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt), index('incidents_status').on(t.status)],
+);
+
+export const incidentResources = sqliteTable(
+  'incident_resources',
+  {
+    incidentId: integer('incident_id').notNull().references(() => incidents.id, { onDelete: 'cascade' }),
+    position: integer('position').notNull(),
+    callsign: text('callsign').notNull(),
+    callsignKey: text('callsign_key').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.incidentId, t.position] }), index('incident_resources_key').on(t.callsignKey)],
+);
+
+export const assignments = sqliteTable(
+  'assignments',
+  {
+    incidentId: integer('incident_id').notNull().references(() => incidents.id, { onDelete: 'cascade' }),
+    callsignKey: text('callsign_key').notNull(),
+    callsign: text('callsign').notNull(),
+    deviceId: integer('device_id').notNull().references(() => devices.id, { onDelete: 'cascade' }),
+  },
+  (t) => [primaryKey({ columns: [t.incidentId, t.callsignKey, t.deviceId] }), index('assignments_device').on(t.deviceId)],
+);
+
+export const userIncidents = sqliteTable(
+  'user_incidents',
+  {
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    incidentId: integer('incident_id').notNull().references(() => incidents.id, { onDelete: 'cascade' }),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.incidentId] }), index('user_incidents_incident').on(t.incidentId)],
+);
+
+/** Append-only. No foreign keys: events outlive deleted incidents and devices. */
+export const events = sqliteTable(
+  'events',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned'] }).notNull(),
+    deviceId: integer('device_id').notNull(),
+    incidentId: integer('incident_id').notNull(),
+    eventTime: text('event_time').notNull(),
+    attributes: text('attributes').notNull(),
+    /** the incident as it was when the event was written (JSON) */
+    incident: text('incident').notNull(),
+  },
+  (t) => [index('events_incident').on(t.incidentId), index('events_device').on(t.deviceId, t.id)],
+);
+
+/** Transactional outbox: one push per event, written in the same transaction. `id` is the pushId. */
+export const pushes = sqliteTable(
+  'pushes',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    eventId: integer('event_id').notNull().unique(),
+    deviceId: integer('device_id').notNull(),
+    incidentId: integer('incident_id').notNull(),
+    kind: text('kind', { enum: ['assign', 'standDown'] }).notNull(),
+    state: text('state', { enum: ['PENDING', 'DELIVERED', 'EXPIRED', 'SUPERSEDED'] }).notNull().default('PENDING'),
+    attempts: integer('attempts').notNull().default(0),
+    createdAt: text('created_at').notNull(),
+    lastSentAt: text('last_sent_at'),
+    deliveredAt: text('delivered_at'),
+  },
+  (t) => [index('pushes_device_state').on(t.deviceId, t.state, t.id)],
+);
+
+/** Bearer tokens for users and devices; only the SHA-256 of the token is kept. */
+export const tokens = sqliteTable(
+  'tokens',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    hash: text('hash').notNull(),
+    userId: integer('user_id').references(() => users.id, { onDelete: 'cascade' }),
+    deviceId: integer('device_id').references(() => devices.id, { onDelete: 'cascade' }),
+    createdAt: text('created_at').notNull(),
+    expiresAt: text('expires_at'),
+    revokedAt: text('revoked_at'),
+  },
+  (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId), index('tokens_device').on(t.deviceId)],
+);
+
+/** Server-side sessions. `hash` is the SHA-256 of the JSESSIONID cookie value. */
+export const sessions = sqliteTable(
+  'sessions',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    hash: text('hash').notNull(),
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    /** set when opened with a token: the session cannot outlive it */
+    tokenId: integer('token_id').references(() => tokens.id, { onDelete: 'cascade' }),
+    impersonatorId: integer('impersonator_id').references(() => users.id, { onDelete: 'cascade' }),
+    createdAt: text('created_at').notNull(),
+    lastSeenAt: text('last_seen_at').notNull(),
+  },
+  (t) => [uniqueIndex('sessions_hash').on(t.hash), index('sessions_user').on(t.userId)],
+);
+
