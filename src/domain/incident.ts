@@ -1,0 +1,283 @@
+// The incident rules of the interface, made exact (DESIGN section 2), as pure functions:
+// given the stored incident, the request and the devices the caller's callsigns match, they
+// return the new incident, the complete assignment set, the events to send and the device
+// status report — or a typed refusal. No I/O: the store runs them inside its transaction.
+import { callsignKey, diffCallsigns, normaliseCallsigns, type CallsignError } from './callsign.js';
+
+export type IncidentStatus = 'OPEN' | 'CLOSED';
+
+export interface Incident {
+  id: number;
+  originId: string;
+  type: string;
+  timeOfOrigin: string | null;
+  timeReceived: string | null;
+  timeUpdated: string | null;
+  status: IncidentStatus;
+  timeClosed: string | null;
+  latitude: number;
+  longitude: number;
+  priority: number;
+  description: string | null;
+  resources: string[];
+}
+
+export type IncidentDraft = Omit<Incident, 'id'>;
+
+export interface CreateBody {
+  originId: string;
+  type: string;
+  latitude: number;
+  longitude: number;
+  priority: number;
+  timeOfOrigin?: string | null;
+  timeReceived?: string | null;
+  timeUpdated?: string | null;
+  description?: string | null;
+  resources?: string[] | null;
+  status?: unknown;
+  timeClosed?: unknown;
+  id?: unknown;
+}
+
+export interface UpdateBody {
+  originId: string;
+  type: string;
+  latitude?: number | null;
+  longitude?: number | null;
+  priority?: number | null;
+  timeOfOrigin?: string | null;
+  timeReceived?: string | null;
+  timeUpdated?: string | null;
+  description?: string | null;
+  resources?: string[] | null;
+  status?: 'OPEN' | 'CLOSED' | null;
+  timeClosed?: unknown;
+  id?: unknown;
+}
+
+export interface Assignment {
+  callsignKey: string;
+  callsign: string;
+  deviceId: number;
+}
+
+export type EventType = 'incidentAssigned' | 'incidentDeassigned';
+
+export interface EventAttributes {
+  callsign: string;
+  incidentStatus?: 'CLOSED';
+  incidentDeleted?: true;
+}
+
+export interface EventDraft {
+  type: EventType;
+  deviceId: number;
+  online: boolean;
+  attributes: EventAttributes;
+}
+
+export type DeviceStatus = 'OFFLINE' | 'NOT_FOUND';
+
+export interface StatusReport {
+  message: string;
+  deviceStatuses: Record<string, DeviceStatus>;
+}
+
+export interface MatchContext {
+  /** callsign key -> enabled device ids the caller reaches (a missing key: no device) */
+  matches: ReadonlyMap<string, readonly number[]>;
+  /** device ids online right now */
+  online: ReadonlySet<number>;
+}
+
+export interface Plan<T> {
+  incident: T;
+  /** the complete assignment set after the operation */
+  assignments: Assignment[];
+  events: EventDraft[];
+  report: StatusReport;
+}
+
+export type Refusal = { code: 'INVALID_CALLSIGN'; error: CallsignError } | { code: 'INCIDENT_CLOSED'; beingClosed: boolean };
+
+export type Outcome<T> = { ok: true; plan: Plan<T> } | { ok: false; refusal: Refusal };
+
+type Statuses = Map<string, DeviceStatus | 'OK'>;
+
+/** Matches each callsign; every matched device gets an incidentAssigned. */
+function assign(callsigns: readonly string[], ctx: MatchContext, statuses: Statuses, events: EventDraft[], assignments: Assignment[]): void {
+  for (const callsign of callsigns) {
+    const key = callsignKey(callsign);
+    const ids = [...new Set(ctx.matches.get(key) ?? [])].sort((a, b) => a - b);
+    if (ids.length === 0) {
+      statuses.set(callsign, 'NOT_FOUND');
+      continue;
+    }
+    let offline = false;
+    for (const deviceId of ids) {
+      const online = ctx.online.has(deviceId);
+      offline ||= !online;
+      assignments.push({ callsignKey: key, callsign, deviceId });
+      events.push({ type: 'incidentAssigned', deviceId, online, attributes: { callsign } });
+    }
+    statuses.set(callsign, offline ? 'OFFLINE' : 'OK');
+  }
+}
+
+/**
+ * Stands down exactly the devices recorded as assigned to these callsigns (not a fresh
+ * match): one incidentDeassigned per device, however many assignments it holds.
+ */
+function standDown(
+  callsigns: readonly string[],
+  assigned: readonly Assignment[],
+  extra: Omit<EventAttributes, 'callsign'>,
+  online: ReadonlySet<number>,
+  statuses: Statuses,
+  events: EventDraft[],
+): void {
+  const notified = new Set<number>();
+  for (const callsign of callsigns) {
+    const key = callsignKey(callsign);
+    const ids = [...new Set(assigned.filter((a) => a.callsignKey === key).map((a) => a.deviceId))].sort((a, b) => a - b);
+    if (ids.length === 0) {
+      statuses.set(callsign, 'NOT_FOUND');
+      continue;
+    }
+    let offline = false;
+    for (const deviceId of ids) {
+      const isOnline = online.has(deviceId);
+      offline ||= !isOnline;
+      if (notified.has(deviceId)) continue;
+      notified.add(deviceId);
+      events.push({ type: 'incidentDeassigned', deviceId, online: isOnline, attributes: { callsign, ...extra } });
+    }
+    statuses.set(callsign, offline ? 'OFFLINE' : 'OK');
+  }
+}
+
+/** Callsigns to close out: the stored ones, plus any assignment whose callsign is no longer listed. */
+function everythingAssigned(resources: readonly string[], assigned: readonly Assignment[]): string[] {
+  const keys = new Set(resources.map(callsignKey));
+  const out = [...resources];
+  for (const a of assigned) {
+    if (keys.has(a.callsignKey)) continue;
+    keys.add(a.callsignKey);
+    out.push(a.callsign);
+  }
+  return out;
+}
+
+function plural(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+export function buildReport(statuses: Statuses): StatusReport {
+  const deviceStatuses: Record<string, DeviceStatus> = {};
+  let notFound = 0;
+  let offline = 0;
+  for (const [callsign, s] of statuses) {
+    if (s === 'OK') continue;
+    deviceStatuses[callsign] = s;
+    if (s === 'NOT_FOUND') notFound += 1;
+    else offline += 1;
+  }
+  if (notFound === 0 && offline === 0) return { message: 'Incident stored; every device was notified.', deviceStatuses };
+  const parts: string[] = [];
+  if (notFound > 0) parts.push(`${plural(notFound, 'callsign has', 'callsigns have')} no device`);
+  if (offline > 0) parts.push(`${plural(offline, 'callsign has', 'callsigns have')} offline devices whose pushes are queued for retry`);
+  return { message: `Incident stored; ${parts.join('; ')}.`, deviceStatuses };
+}
+
+/** true: answer 200 with the plain incident; false: 202 with the report */
+export function isAccepted(report: StatusReport): boolean {
+  return Object.keys(report.deviceStatuses).length === 0;
+}
+
+export function planCreate(body: CreateBody, _now: string, ctx: MatchContext): Outcome<IncidentDraft> {
+  const norm = normaliseCallsigns(body.resources);
+  if (!norm.ok) return { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: norm.error } };
+  const incident: IncidentDraft = {
+    originId: body.originId,
+    type: body.type,
+    timeOfOrigin: body.timeOfOrigin ?? null,
+    timeReceived: body.timeReceived ?? null,
+    timeUpdated: body.timeUpdated ?? null,
+    status: 'OPEN',
+    timeClosed: null,
+    latitude: body.latitude,
+    longitude: body.longitude,
+    priority: body.priority,
+    description: body.description ?? null,
+    resources: norm.callsigns,
+  };
+  const statuses: Statuses = new Map();
+  const events: EventDraft[] = [];
+  const assignments: Assignment[] = [];
+  assign(norm.callsigns, ctx, statuses, events, assignments);
+  return { ok: true, plan: { incident, assignments, events, report: buildReport(statuses) } };
+}
+
+export function planUpdate(
+  stored: Incident,
+  storedAssignments: readonly Assignment[],
+  body: UpdateBody,
+  now: string,
+  ctx: MatchContext,
+): Outcome<Incident> {
+  const norm = normaliseCallsigns(body.resources);
+  if (!norm.ok) return { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: norm.error } };
+  const status: IncidentStatus = body.status ?? stored.status;
+  if (status === 'CLOSED' && norm.callsigns.length > 0) {
+    return { ok: false, refusal: { code: 'INCIDENT_CLOSED', beingClosed: stored.status === 'OPEN' } };
+  }
+  const base = {
+    id: stored.id,
+    originId: body.originId,
+    type: body.type,
+    timeOfOrigin: body.timeOfOrigin ?? stored.timeOfOrigin,
+    timeReceived: body.timeReceived ?? stored.timeReceived,
+    timeUpdated: body.timeUpdated ?? null,
+    status,
+    latitude: body.latitude ?? 0,
+    longitude: body.longitude ?? 0,
+    priority: body.priority ?? 0,
+    description: body.description ?? stored.description,
+  };
+  const statuses: Statuses = new Map();
+  const events: EventDraft[] = [];
+
+  if (status === 'CLOSED') {
+    if (stored.status === 'CLOSED') {
+      const incident = { ...base, timeClosed: stored.timeClosed ?? now, resources: [] };
+      return { ok: true, plan: { incident, assignments: [...storedAssignments], events, report: buildReport(statuses) } };
+    }
+    standDown(everythingAssigned(stored.resources, storedAssignments), storedAssignments, { incidentStatus: 'CLOSED' }, ctx.online, statuses, events);
+    const incident = { ...base, timeClosed: now, resources: [] };
+    return { ok: true, plan: { incident, assignments: [], events, report: buildReport(statuses) } };
+  }
+
+  const oldResources = stored.status === 'CLOSED' ? [] : stored.resources;
+  const diff = diffCallsigns(oldResources, norm.callsigns);
+  standDown(diff.removed, storedAssignments, {}, ctx.online, statuses, events);
+  const keep = new Set(diff.unchanged.map(callsignKey));
+  const assignments = storedAssignments.filter((a) => keep.has(a.callsignKey));
+  assign(diff.added, ctx, statuses, events, assignments);
+  const incident = { ...base, timeClosed: null, resources: norm.callsigns };
+  return { ok: true, plan: { incident, assignments, events, report: buildReport(statuses) } };
+}
+
+export function planDelete(stored: Incident, storedAssignments: readonly Assignment[], ctx: Pick<MatchContext, 'online'>): Plan<Incident> {
+  const statuses: Statuses = new Map();
+  const events: EventDraft[] = [];
+  standDown(
+    everythingAssigned(stored.resources, storedAssignments),
+    storedAssignments,
+    { incidentStatus: 'CLOSED', incidentDeleted: true },
+    ctx.online,
+    statuses,
+    events,
+  );
+  return { incident: stored, assignments: [], events, report: buildReport(statuses) };
+}
