@@ -35,6 +35,11 @@ export class IdentityStore {
     this.sessionByHash = db.select().from(sessions).where(eq(sessions.hash, sql.placeholder('hash'))).prepare();
   }
 
+  /** runs fn in one transaction (a savepoint when nested) */
+  transaction<T>(fn: () => T): T {
+    return this.db.$client.transaction(fn)();
+  }
+
   // ---- users
   countUsers(): number {
     return this.db.select({ n: sql<number>`count(*)` }).from(users).get()!.n;

@@ -21,7 +21,7 @@ import {
 import type { Db } from './db.js';
 import type { UserRecord } from './identity.js';
 
-export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; pushDevices: number[] };
+export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
 export type IncidentRefusal =
   | Refusal
   | { code: 'NOT_FOUND' }
@@ -147,7 +147,10 @@ export class IncidentStore {
       insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
       insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, incident) VALUES (?, ?, ?, ?, ?, ?)`),
-      insertPush: p(`INSERT INTO pushes (event_id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, ?, ?)`),
+      insertPush: p(`INSERT INTO pushes (event_id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      supersedeAssign: p(
+        `UPDATE pushes SET state = 'SUPERSEDED' WHERE device_id = ? AND incident_id = ? AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
+      ),
       matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),
       matchReachable: p(
         `SELECT d.id FROM devices d WHERE d.name_key = ? AND d.disabled = 0 AND EXISTS (
@@ -202,22 +205,34 @@ export class IncidentStore {
     for (const a of list) this.st.insertAssignment.run(id, a.callsignKey, a.callsign, a.deviceId);
   }
 
-  private writeEvents(incident: Incident, events: readonly EventDraft[], now: string): number[] {
-    if (events.length === 0) return [];
+  /**
+   * One event and one outbox push per draft. A stand-down whose device never received the
+   * assignment (still PENDING, never sent) supersedes it: neither is sent, so a device that
+   * reconnects later gets no stale alarm.
+   */
+  private writeEvents(incident: Incident, drafts: readonly EventDraft[], now: string): EventView[] {
+    if (drafts.length === 0) return [];
     const snapshot = JSON.stringify(incident);
-    const devices: number[] = [];
-    for (const e of events) {
-      const eventId = this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, JSON.stringify(e.attributes), snapshot).lastInsertRowid;
-      const kind = e.type === 'incidentAssigned' ? 'assign' : 'standDown';
-      this.st.insertPush.run(eventId, e.deviceId, incident.id, kind, now);
-      devices.push(e.deviceId);
+    const out: EventView[] = [];
+    for (const e of drafts) {
+      const attributes = JSON.stringify(e.attributes);
+      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, snapshot).lastInsertRowid);
+      let state: EventView['state'] = 'PENDING';
+      if (e.type === 'incidentAssigned') {
+        this.st.insertPush.run(eventId, e.deviceId, incident.id, 'assign', 'PENDING', now);
+      } else {
+        const superseded = this.st.supersedeAssign.run(e.deviceId, incident.id).changes > 0;
+        state = superseded ? 'SUPERSEDED' : 'PENDING';
+        this.st.insertPush.run(eventId, e.deviceId, incident.id, 'standDown', state, now);
+      }
+      out.push({ id: eventId, type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
     }
-    return devices;
+    return out;
   }
 
   private finish(plan: Plan<Incident>, now: string): IncidentResult {
-    const pushDevices = this.writeEvents(plan.incident, plan.events, now);
-    return { ok: true, incident: plan.incident, report: plan.report, pushDevices };
+    const events = this.writeEvents(plan.incident, plan.events, now);
+    return { ok: true, incident: plan.incident, report: plan.report, events };
   }
 
   create(caller: UserRecord, rawBody: CreateBody, now: string): Outcome {
