@@ -230,6 +230,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/session/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's tokens
+         * @description The caller's own access tokens, newest first, for the token page. A token's value
+         *     is shown only once, when minted; this lists when each was made, when it expires
+         *     and whether it was revoked.
+         */
+        get: operations["listSessionTokens"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/session/tokens/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the caller's tokens
+         * @description Revokes the caller's token with this id (204, also when it already was). Another user's token, or none, is 404.
+         */
+        delete: operations["revokeSessionTokenById"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users": {
         parameters: {
             query?: never;
@@ -688,6 +733,16 @@ export interface components {
         };
         RevokeForm: {
             token: string;
+        };
+        TokenInfo: {
+            id: components["schemas"]["Id"];
+            createdAt: components["schemas"]["DateTime"];
+            /** Format: date-time */
+            expiresAt: string | null;
+            /** Format: date-time */
+            revokedAt: string | null;
+            /** @description Neither revoked nor expired. */
+            active: boolean;
         };
         Health: {
             /** @enum {string} */
@@ -1225,6 +1280,53 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    listSessionTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenInfo"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    revokeSessionTokenById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
         };
     };

@@ -1,0 +1,149 @@
+// buildApp wires the service together without listening, so tests drive it with inject().
+// Routes come from openapi.yaml through fastify-openapi-glue; each operation gets its
+// authentication hook (onRequest, before the body is read) and its thin handler.
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { publicPath, specPath } from './paths.js';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import openapiGlue from 'fastify-openapi-glue';
+import { Access } from './auth/access.js';
+import { Authenticator } from './auth/authenticator.js';
+import { bootstrapAdministrator } from './auth/bootstrap.js';
+import { LoginThrottle } from './auth/throttle.js';
+import { systemClock, type Clock } from './clock.js';
+import type { Config } from './config.js';
+import type { Db } from './store/db.js';
+import { IdentityStore } from './store/identity.js';
+import { IncidentStore } from './store/incidents.js';
+import { GroupCommitter } from './store/group-commit.js';
+import { PushStore } from './store/pushes.js';
+import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
+import { registerSockets } from './http/sockets.js';
+import { installErrorHandling } from './http/errors.js';
+import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
+import { loadSpec, securityByOperation } from './http/spec.js';
+import { validatorCompiler } from './http/validation.js';
+import type { Context } from './http/handlers/context.js';
+import { buildHandlers } from './http/handlers/index.js';
+
+export const BODY_LIMIT = 1024 * 1024;
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  clock?: Clock;
+  logger?: FastifyServerOptions['logger'];
+  hubOptions?: Partial<HubOptions>;
+  throttle?: LoginThrottle;
+}
+
+/** pino options: request ids, and no credential ever written to the log */
+export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+  return {
+    level,
+    redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '[redacted]' },
+    serializers: {
+      req(req: { method: string; url: string; id: string; ip?: string; headers: Record<string, unknown> }) {
+        return {
+          method: req.method,
+          url: req.url.replace(/([?&]token=)[^&]*/gi, '$1[redacted]'),
+          reqId: req.id,
+          remoteAddress: req.ip,
+        };
+      },
+    },
+  };
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const { config, db } = deps;
+  const clock = deps.clock ?? systemClock;
+  const app = Fastify({
+    logger: deps.logger ?? loggerOptions(config.logLevel),
+    bodyLimit: BODY_LIMIT,
+    trustProxy: config.trustProxy,
+    requestIdHeader: 'x-request-id',
+    genReqId: () => crypto.randomUUID(),
+    ajv: { customOptions: { strict: false } },
+    return503OnClosing: true,
+  });
+  app.setValidatorCompiler(validatorCompiler());
+  installErrorHandling(app);
+
+  const identity = new IdentityStore(db);
+  const hub = new DeviceHub(new PushStore(db), clock, app.log, {
+    ...DEFAULT_HUB_OPTIONS,
+    ackTimeoutMs: config.pushAckTimeoutS * 1000,
+    ttlMs: config.pushTtlS * 1000,
+    ...deps.hubOptions,
+  });
+  const auth = new Authenticator(identity, clock, config.tokenDefaultDays);
+  const spec = loadSpec();
+  const ctx: Context = {
+    config,
+    clock,
+    db,
+    identity,
+    access: new Access(identity),
+    auth,
+    incidents: new IncidentStore(db, hub),
+    writes: new GroupCommitter(db.$client),
+    push: hub,
+    log: app.log,
+    version: spec.info.version,
+  };
+
+  // problem+json appears in the spec only as a response type; parsed like JSON if ever sent.
+  app.addContentTypeParser('application/problem+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  await app.register(cookie);
+  await app.register(formbody, { bodyLimit: BODY_LIMIT });
+  await registerBasicAuth(app, auth);
+  app.decorateRequest('principal', null);
+
+  await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
+  // The API reference, served from the package's own assets (no CDN).
+  await app.register(swaggerUi, { routePrefix: '/api/docs', uiConfig: { docExpansion: 'list', deepLinking: true }, staticCSP: true });
+  // The token page ("a token can also be generated … in the service's web interface").
+  const page = (file: string, type: string) => {
+    const body = readFileSync(join(publicPath, file));
+    return async (_req: unknown, reply: FastifyReply) => reply.type(type).header('cache-control', 'no-cache').send(body);
+  };
+  app.get('/', page('index.html', 'text/html; charset=utf-8'));
+  app.get('/app.js', page('app.js', 'text/javascript; charset=utf-8'));
+  app.get('/app.css', page('app.css', 'text/css; charset=utf-8'));
+  app.get('/api/openapi.json', { logLevel: 'warn' }, async () => app.swagger());
+  const specText = readFileSync(specPath, 'utf8');
+  app.get('/api/openapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(specText));
+
+  const handlers = buildHandlers(ctx, deps.throttle ?? new LoginThrottle());
+  const security = securityByOperation(spec);
+  const schemeHandlers = securityHandlers(app, auth);
+  await app.register(openapiGlue, {
+    specification: spec,
+    prefix: 'api',
+    operationResolver: ((operationId: string) => {
+      const handler = (handlers as unknown as Record<string, unknown>)[operationId];
+      if (typeof handler !== 'function') throw new Error(`no handler for operation ${operationId}`);
+      return {
+        onRequest: authenticationHook(schemeHandlers, security.get(operationId) ?? []),
+        handler,
+      };
+    }) as never,
+  });
+
+  await registerSockets(app, {
+    auth,
+    access: ctx.access,
+    hub,
+    userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
+  });
+  app.addHook('preClose', async () => {
+    await hub.close();
+  });
+  await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);
+  return app;
+}

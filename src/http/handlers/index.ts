@@ -1,0 +1,52 @@
+// All operation handlers in one object, checked against the generated operation list: a
+// missing operationId is a compile error.
+import type { LoginThrottle } from '../../auth/throttle.js';
+import type { OperationHandlers } from '../types.js';
+import type { Context } from './context.js';
+import { DeviceHandlers } from './devices.js';
+import { HealthHandlers } from './health.js';
+import { IncidentHandlers } from './incidents.js';
+import { PermissionHandlers } from './permissions.js';
+import { SessionHandlers } from './session.js';
+import { UserHandlers } from './users.js';
+
+export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationHandlers {
+  const incidents = new IncidentHandlers(ctx);
+  const session = new SessionHandlers(ctx, throttle);
+  const users = new UserHandlers(ctx);
+  const devices = new DeviceHandlers(ctx);
+  const permissions = new PermissionHandlers(ctx);
+  const health = new HealthHandlers(ctx);
+  return {
+    listIncidents: incidents.listIncidents,
+    createIncident: incidents.createIncident,
+    updateIncidentByOriginId: incidents.updateIncidentByOriginId,
+    getIncident: incidents.getIncident,
+    updateIncident: incidents.updateIncident,
+    deleteIncident: incidents.deleteIncident,
+    listEvents: incidents.listEvents,
+    getSession: session.getSession,
+    createSession: session.createSession,
+    deleteSession: session.deleteSession,
+    openSessionAsUser: session.openSessionAsUser,
+    createSessionToken: session.createSessionToken,
+    revokeSessionToken: session.revokeSessionToken,
+    listSessionTokens: session.listSessionTokens,
+    revokeSessionTokenById: session.revokeSessionTokenById,
+    listUsers: users.listUsers,
+    createUser: users.createUser,
+    getUser: users.getUser,
+    updateUser: users.updateUser,
+    deleteUser: users.deleteUser,
+    listDevices: devices.listDevices,
+    createDevice: devices.createDevice,
+    getDevice: devices.getDevice,
+    updateDevice: devices.updateDevice,
+    deleteDevice: devices.deleteDevice,
+    createDeviceToken: devices.createDeviceToken,
+    revokeDeviceTokens: devices.revokeDeviceTokens,
+    createPermission: permissions.createPermission,
+    deletePermission: permissions.deletePermission,
+    getHealth: health.getHealth,
+  };
+}

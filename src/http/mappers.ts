@@ -1,0 +1,56 @@
+// Records -> API shapes. Whitelists: a column added to a table never leaks by accident, and
+// the password hash has no path out.
+import type { DeviceRecord, UserRecord } from '../store/identity.js';
+import type { Schemas } from './types.js';
+
+function json(text: string): Record<string, unknown> {
+  try {
+    const v: unknown = JSON.parse(text);
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export function publicUser(u: UserRecord): Schemas['User'] {
+  return {
+    id: u.id,
+    name: u.name,
+    email: u.email,
+    phone: u.phone,
+    readonly: u.readonly,
+    administrator: u.administrator,
+    map: u.map,
+    latitude: u.latitude,
+    longitude: u.longitude,
+    zoom: u.zoom,
+    coordinateFormat: u.coordinateFormat,
+    disabled: u.disabled,
+    expirationTime: u.expirationTime,
+    deviceLimit: u.deviceLimit,
+    userLimit: u.userLimit,
+    deviceReadonly: u.deviceReadonly,
+    limitCommands: u.limitCommands,
+    fixedEmail: u.fixedEmail,
+    poiLayer: u.poiLayer,
+    attributes: json(u.attributes),
+  };
+}
+
+export function publicDevice(d: DeviceRecord): Schemas['Device'] {
+  return {
+    id: d.id,
+    name: d.name,
+    uniqueId: d.uniqueId,
+    status: d.status,
+    lastUpdate: d.lastUpdate,
+    disabled: d.disabled,
+    attributes: json(d.attributes),
+  };
+}
+
+/** RFC 3339 in (any offset), UTC with milliseconds out. */
+export function utc(value: string | null | undefined): string | null {
+  if (value === null || value === undefined) return null;
+  return new Date(value).toISOString();
+}

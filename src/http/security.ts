@@ -1,0 +1,90 @@
+// Authentication runs in each route's onRequest hook, before the body is read or validated
+// (glue's own security handlers run after validation, which would tell an anonymous caller
+// the body rules). The security handlers are named after the spec's securitySchemes.
+//
+// Rules: an Authorization header must authenticate (else 401, even on public operations that
+// take one, such as GET /session); without one, a session cookie may; a protected operation
+// with no credential is 401 with WWW-Authenticate.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Authenticator, Principal } from '../auth/authenticator.js';
+import { problems } from './problem.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+}
+
+export const SESSION_COOKIE = 'JSESSIONID';
+
+type SchemeHandler = (req: FastifyRequest, reply: FastifyReply) => Promise<Principal | null | 'absent'>;
+
+export function securityHandlers(app: FastifyInstance, auth: Authenticator): Record<string, SchemeHandler> {
+  return {
+    async basicAuth(req, reply) {
+      const header = req.headers.authorization;
+      if (!header || !/^\s*basic\s/i.test(header)) return 'absent';
+      // @fastify/basic-auth parses the header (RFC 7617, UTF-8); its validate callback
+      // stores the principal on the request.
+      return new Promise((resolve) => {
+        app.basicAuth(req, reply, (err?: Error) => resolve(err ? null : req.principal));
+      });
+    },
+    async bearerAuth(req) {
+      const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+      if (!m) return /^\s*bearer\b/i.test(req.headers.authorization ?? '') ? null : 'absent';
+      return auth.bearer(m[1]!);
+    },
+    async sessionCookie(req) {
+      const value = req.cookies[SESSION_COOKIE];
+      if (!value) return 'absent';
+      return auth.session(value);
+    },
+  };
+}
+
+export function registerBasicAuth(app: FastifyInstance, auth: Authenticator): Promise<void> {
+  return app.register(import('@fastify/basic-auth'), {
+    authenticate: false,
+    async validate(username: string, password: string, req: FastifyRequest) {
+      const principal = await auth.basic(username, password);
+      if (!principal) throw new Error('bad credentials');
+      req.principal = principal;
+    },
+  }) as unknown as Promise<void>;
+}
+
+/** The onRequest hook of one operation, given the schemes its `security` allows. */
+export type AuthHook = (req: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+export function authenticationHook(handlers: Record<string, SchemeHandler>, schemes: readonly string[]): AuthHook {
+  const required = schemes.length > 0;
+  const headerSchemes = required ? schemes.filter((s) => s !== 'sessionCookie') : ['basicAuth', 'bearerAuth'];
+  const cookieAllowed = !required || schemes.includes('sessionCookie');
+  return async function authenticate(req, reply) {
+    req.principal = null;
+    if (req.headers.authorization !== undefined) {
+      for (const name of headerSchemes) {
+        const result = await handlers[name]!(req, reply);
+        if (result === 'absent') continue;
+        if (result === null) throw problems.unauthorized('The credentials in the Authorization header are not valid.');
+        req.principal = result;
+        return;
+      }
+      throw problems.unauthorized('Unsupported Authorization scheme: use Basic or Bearer.');
+    }
+    if (cookieAllowed) {
+      const result = await handlers.sessionCookie!(req, reply);
+      if (result !== null && result !== 'absent') {
+        req.principal = result;
+        return;
+      }
+    }
+    if (required) throw problems.unauthorized();
+  };
+}
+
+export function caller(req: FastifyRequest): Principal {
+  if (!req.principal) throw problems.unauthorized();
+  return req.principal;
+}

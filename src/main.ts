@@ -1,0 +1,49 @@
+// The process: read config, open and migrate the database, serve, and on SIGTERM/SIGINT stop
+// taking requests, finish those in flight, close sockets and the database.
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+import { openDatabase } from './store/db.js';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
+  const app = await buildApp({ config, db });
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: draining requests and sockets');
+    const timer = setTimeout(() => {
+      app.log.error('shutdown took over 10 s; exiting');
+      process.exit(1);
+    }, 10_000);
+    timer.unref();
+    try {
+      await app.close();
+      db.$client.close();
+      app.log.info('stopped');
+      process.exit(0);
+    } catch (err) {
+      app.log.error({ err }, 'error while shutting down');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  await app.listen({ port: config.port, host: config.host });
+  app.log.info({ database: config.databasePath, synchronous: config.dbSynchronous }, 'CAD incident integration service ready');
+}
+
+main().catch((err: unknown) => {
+  console.error('failed to start:', err);
+  process.exit(1);
+});
