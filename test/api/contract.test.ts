@@ -1,0 +1,34 @@
+// The contract layer itself must be able to fail: a route that answers with a field the
+// spec lacks, or with an undeclared status, is reported.
+import t from 'tap';
+import { contractViolation } from '../fixtures/contract.js';
+
+const incident = {
+  id: 1, originId: 'A', type: 'FIRE', timeOfOrigin: null, timeReceived: null, timeUpdated: null, status: 'OPEN',
+  timeClosed: null, latitude: 1, longitude: 2, priority: 1, description: null, resources: [],
+};
+const json = { 'content-type': 'application/json; charset=utf-8' };
+
+t.test('when a getIncident response matches the spec, then no violation', async (t) => {
+  t.equal(contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: json, body: JSON.stringify(incident) }), null);
+});
+
+t.test('when a handler returns a field the spec lacks, then the contract reports it', async (t) => {
+  const v = contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: json, body: JSON.stringify({ ...incident, secret: 'x' }) });
+  t.match(v, /getIncident 200: body does not match/);
+});
+
+t.test('when a handler answers an undeclared status, then the contract reports it', async (t) => {
+  const v = contractViolation('GET', '/api/incidents/1', { statusCode: 418, headers: json, body: '{}' });
+  t.match(v, /status 418 is not declared/);
+});
+
+t.test('when an error is not problem+json, then the contract reports it', async (t) => {
+  const v = contractViolation('GET', '/api/incidents/1', { statusCode: 404, headers: json, body: '{"type":"x","title":"t","status":404}' });
+  t.match(v, /content type "application\/json" is not declared/);
+});
+
+t.test('when a 204 carries a body, then the contract reports it', async (t) => {
+  const v = contractViolation('DELETE', '/api/incidents/1', { statusCode: 204, headers: {}, body: 'oops' });
+  t.match(v, /declares no body/);
+});
