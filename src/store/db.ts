@@ -33,11 +33,3 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   return db;
 }
 
-/** Readiness: the database answers a query. */
-export function databaseAnswers(db: Db): boolean {
-  try {
-    return db.$client.prepare('SELECT 1 AS ok').get() !== undefined;
-  } catch {
-    return false;
-  }
-}

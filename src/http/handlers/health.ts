@@ -1,5 +1,5 @@
 // Liveness and readiness: up, and the database answers.
-import { databaseAnswers } from '../../store/db.js';
+import { databaseAnswers } from '../../store/health.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
 
