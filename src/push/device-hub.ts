@@ -78,6 +78,7 @@ export class DeviceHub implements PushHub {
     this.log.info({ deviceId }, 'device connected');
     ws.on('pong', () => {
       conn.missedPongs = 0;
+      this.store.setStatus(deviceId, 'online', this.now());
     });
     ws.on('message', (data, isBinary) => this.onDeviceMessage(conn, isBinary ? null : data.toString()));
     ws.on('close', () => this.detach(conn, 'closed'));

@@ -1,0 +1,255 @@
+// `npm run bench`: the service against a bare fastify route on this machine, at 50
+// connections, plus fixed-rate latency, matching scale and reconnect drain. Prints one table.
+// Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
+import autocannon from 'autocannon';
+import { spawn, execSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, cpus } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { BENCH_USER, seed } from './bench/seed.js';
+import { openDatabase } from '../src/store/db.js';
+import { IncidentStore } from '../src/store/incidents.js';
+import { callsignKey } from '../src/domain/callsign.js';
+
+const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
+const CONNECTIONS = 50;
+const root = join(import.meta.dirname, '..');
+const work = mkdtempSync(join(tmpdir(), 'cad-bench-'));
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      const r = await fetch(url);
+      if (r.status < 500) return;
+    } catch {
+      /* not up yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+async function startService(dbPath: string): Promise<{ base: string; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['dist/src/main.js'], {
+    cwd: root,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  const base = `http://127.0.0.1:${port}`;
+  await waitFor(`${base}/api/health`);
+  return { base, child };
+}
+
+async function startBare(): Promise<{ base: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/bare.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  const port = await new Promise<number>((resolve) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      const m = /LISTENING (\d+)/.exec(d.toString());
+      if (m) resolve(Number(m[1]));
+    });
+  });
+  return { base: `http://127.0.0.1:${port}`, child };
+}
+
+interface Row {
+  op: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  ratio?: number;
+}
+
+async function load(
+  name: string,
+  base: string,
+  opts: { method: 'GET' | 'POST' | 'PUT'; path: string; headers?: Record<string, string>; body?: () => unknown; rate?: number },
+): Promise<Row> {
+  const result = await autocannon({
+    url: base,
+    connections: opts.rate ? 10 : CONNECTIONS,
+    duration: DURATION,
+    ...(opts.rate ? { overallRate: opts.rate } : {}),
+    requests: [
+      {
+        method: opts.method,
+        path: opts.path,
+        headers: { 'content-type': 'application/json', ...opts.headers },
+        ...(opts.body ? { setupRequest: (req: Record<string, unknown>) => ({ ...req, body: JSON.stringify(opts.body!()) }) } : {}),
+      },
+    ],
+  });
+  const errors = result.errors + result.timeouts + result.non2xx;
+  return { op: name, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors };
+}
+
+function fmt(rows: Row[]): string {
+  const head = ['operation', 'req/s', 'p50 ms', 'p99 ms', 'errors', 'ratio to bare'];
+  const lines = rows.map((r) => [r.op, r.rps.toFixed(0), r.p50.toFixed(2), r.p99.toFixed(2), String(r.errors), r.ratio === undefined ? '' : r.ratio.toFixed(2)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
+  const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');
+}
+
+/** in-process: mean time of a create whose 3 callsigns are matched, on a db with `devices` devices */
+async function matchingCost(devices: number): Promise<number> {
+  const path = join(work, `match-${devices}.sqlite`);
+  const { pairCallsigns } = await seed(path, devices);
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  const store = new IncidentStore(db, { online: new Set() });
+  const user = db.$client.prepare('SELECT * FROM users WHERE email = ?').get(BENCH_USER.email) as Record<string, unknown>;
+  const caller = { ...user, administrator: false, readonly: false, id: user.id as number } as never;
+  const n = 3000;
+  const now = new Date().toISOString();
+  for (let i = 0; i < 200; i++) store.create(caller, { originId: `warm-${i}`, type: 'X', latitude: 0, longitude: 0, priority: 1, resources: pairCallsigns.slice(0, 3) }, now);
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    const k = (i * 7) % Math.max(1, pairCallsigns.length - 3);
+    store.create(caller, { originId: `m-${i}`, type: 'X', latitude: 0, longitude: 0, priority: 1, resources: pairCallsigns.slice(k, k + 3) }, now);
+  }
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6 / n;
+  db.$client.close();
+  return ms;
+}
+
+/** 10 000 pending pushes for one device, written before the server starts; time from connect to the last one. */
+async function drain(): Promise<{ ms: number; received: number }> {
+  const path = join(work, 'drain.sqlite');
+  await seed(path, 10);
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  const sqlite = db.$client;
+  const deviceId = (sqlite.prepare(`SELECT id FROM devices ORDER BY id LIMIT 1`).get() as { id: number }).id;
+  const now = new Date().toISOString();
+  sqlite.transaction(() => {
+    const inc = JSON.stringify({ id: 1, originId: 'D', type: 'X', status: 'OPEN', resources: ['U0'] });
+    const ev = sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, incident) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?)`);
+    const push = sqlite.prepare(`INSERT INTO pushes (event_id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, 'assign', ?)`);
+    for (let i = 1; i <= 10_000; i++) push.run(ev.run(deviceId, i, now, inc).lastInsertRowid, deviceId, i, now);
+  })();
+  sqlite.close();
+  const { base, child } = await startService(path);
+  const auth = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
+  const token = await (await fetch(`${base}/api/devices/${deviceId}/token`, { method: 'POST', headers: { authorization: auth } })).text();
+  const t0 = performance.now();
+  const ws = new WebSocket(`${base.replace('http', 'ws')}/api/socket/device`, { headers: { authorization: `Bearer ${token}` } });
+  let received = 0;
+  const ms = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`drain: only ${received} of 10000 after 30 s`)), 30_000);
+    ws.on('message', (d) => {
+      received++;
+      const f = JSON.parse(d.toString()) as { pushId: number };
+      if (received % 500 === 0 || received === 10_000) ws.send(JSON.stringify({ type: 'ack', pushId: f.pushId }));
+      if (received === 10_000) {
+        clearTimeout(timer);
+        resolve(performance.now() - t0);
+      }
+    });
+  });
+  ws.close();
+  child.kill('SIGTERM');
+  return { ms, received };
+}
+
+async function main(): Promise<void> {
+  console.log(`building…`);
+  execSync('npm run -s build', { cwd: root, stdio: 'inherit' });
+  console.log(`seeding 10 000 devices…`);
+  const dbPath = join(work, 'bench.sqlite');
+  const { pairCallsigns } = await seed(dbPath, 10_000);
+  const svc = await startService(dbPath);
+  const bare = await startBare();
+  const basicAuth = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
+  const token = await (await fetch(`${svc.base}/api/session/token`, { method: 'POST', headers: { authorization: basicAuth } })).text();
+  const headers = { authorization: `Bearer ${token}` };
+
+  const run = `${Date.now().toString(36)}`;
+  let n = 0;
+  const three = (k: number) => [pairCallsigns[k % pairCallsigns.length]!, pairCallsigns[(k + 1) % pairCallsigns.length]!, pairCallsigns[(k + 2) % pairCallsigns.length]!];
+  const createBody = () => {
+    n++;
+    return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };
+  };
+
+  // incidents to update and read
+  const targets = 500;
+  const ids: number[] = [];
+  for (let i = 0; i < targets; i++) {
+    const r = await fetch(`${svc.base}/api/incidents`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ ...createBody(), originId: `${run}-t${i}`, resources: three(i * 3) }) });
+    ids.push(((await r.json()) as { incident: { id: number } }).incident.id);
+  }
+  const version = new Array<number>(targets).fill(0);
+  let u = 0;
+  const updateBody = () => {
+    const i = u++ % targets;
+    version[i]! += 1;
+    return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
+  };
+  let g = 0;
+
+  const rows: Row[] = [];
+  console.log(`driving: ${CONNECTIONS} connections, ${DURATION} s per operation, ${cpus().length} cores…`);
+  const bareRow = await load('bare fastify POST echo', bare.base, { method: 'POST', path: '/echo', body: createBody });
+  rows.push(bareRow);
+  rows.push(await load('POST /incidents (3 callsigns x 2 devices)', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody }));
+  rows.push(await load('PUT /incidents/update (add 1, remove 1)', svc.base, { method: 'PUT', path: '/api/incidents/update', headers, body: updateBody }));
+  rows.push(await load('GET /incidents/{id}', svc.base, { method: 'GET', path: `/api/incidents/${ids[g++ % ids.length]}`, headers }));
+  rows.push(await load('GET /incidents?status=OPEN&limit=100', svc.base, { method: 'GET', path: '/api/incidents?status=OPEN&limit=100', headers }));
+  for (const r of rows.slice(1)) r.ratio = r.rps / bareRow.rps;
+  const fixed: Row[] = [];
+  fixed.push(await load('POST /incidents at 1000 req/s', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, rate: 1000 }));
+  fixed.push(await load('GET /incidents/{id} at 1000 req/s', svc.base, { method: 'GET', path: `/api/incidents/${ids[0]}`, headers, rate: 1000 }));
+  svc.child.kill('SIGTERM');
+  bare.child.kill('SIGTERM');
+
+  console.log('matching scale…');
+  const small = await matchingCost(100);
+  const large = await matchingCost(100_000);
+  console.log('reconnect drain…');
+  const d = await drain();
+
+  const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
+  const create = rows[1]!;
+  const update = rows[2]!;
+  const get = rows[3]!;
+  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn)\n`);
+  console.log(fmt(rows));
+  console.log(`\n## Latency at a fixed rate\n`);
+  console.log(fmt(fixed));
+  console.log(`\n## Checks\n`);
+  console.log(`| check | measured | target | |`);
+  console.log(`|---|---|---|---|`);
+  console.log(`| create / bare | ${create.ratio!.toFixed(2)} | >= 0.20 | ${target(create.ratio! >= 0.2)} |`);
+  console.log(`| update / bare | ${update.ratio!.toFixed(2)} | >= 0.20 | ${target(update.ratio! >= 0.2)} |`);
+  console.log(`| GET by id / bare | ${get.ratio!.toFixed(2)} | >= 0.50 | ${target(get.ratio! >= 0.5)} |`);
+  for (const f of fixed) console.log(`| p99 ${f.op} | ${f.p99.toFixed(2)} ms | <= 5 ms | ${target(f.p99 <= 5)} |`);
+  console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
+  console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
+  console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, 0)}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
