@@ -23,7 +23,7 @@ import { GroupCommitter } from './store/group-commit.js';
 import { PushStore } from './store/pushes.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
-import { installErrorHandling } from './http/errors.js';
+import { installErrorHandling, payloadTooLarge } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { loadSpec, securityByOperation } from './http/spec.js';
 import { validatorCompiler } from './http/validation.js';
@@ -73,6 +73,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler());
   installErrorHandling(app);
+  // 413 is decided from Content-Length before any byte of the body is read, and answered
+  // on a connection that stays usable (fastify's own limit fires mid-stream and closes it).
+  app.addHook('onRequest', async (req) => {
+    const length = Number(req.headers['content-length'] ?? 0);
+    if (length > BODY_LIMIT) throw payloadTooLarge();
+  });
 
   const identity = new IdentityStore(db);
   const hub = new DeviceHub(new PushStore(db), clock, app.log, {

@@ -41,6 +41,10 @@ export function fieldErrors(context: string | undefined, errors: readonly AjvLik
   return out;
 }
 
+export function payloadTooLarge(): Problem {
+  return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over 1 MiB.');
+}
+
 function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {
   if (err instanceof Problem) return err;
   if (err.validation) {
@@ -50,7 +54,7 @@ function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validation
   }
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over 1 MiB.');
+      return payloadTooLarge();
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       if (err.statusCode === 415)
