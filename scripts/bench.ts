@@ -94,7 +94,7 @@ async function load(
         method: opts.method,
         path: opts.path,
         headers: { 'content-type': 'application/json', ...opts.headers },
-        ...(opts.body ? { setupRequest: (req: Record<string, unknown>) => ({ ...req, body: JSON.stringify(opts.body!()) }) } : {}),
+        ...(opts.body ? { setupRequest: (req: autocannon.Request) => ({ ...req, body: JSON.stringify(opts.body!()) }) } : {}),
       },
     ],
   });
@@ -140,10 +140,13 @@ async function drain(): Promise<{ ms: number; received: number }> {
   const deviceId = (sqlite.prepare(`SELECT id FROM devices ORDER BY id LIMIT 1`).get() as { id: number }).id;
   const now = new Date().toISOString();
   sqlite.transaction(() => {
-    const inc = JSON.stringify({ id: 1, originId: 'D', type: 'X', status: 'OPEN', resources: ['U0'] });
-    const ev = sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, incident) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?)`);
-    const push = sqlite.prepare(`INSERT INTO pushes (event_id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, 'assign', ?)`);
-    for (let i = 1; i <= 10_000; i++) push.run(ev.run(deviceId, i, now, inc).lastInsertRowid, deviceId, i, now);
+    const version = sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`);
+    const ev = sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?)`);
+    const push = sqlite.prepare(`INSERT INTO pushes (id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, 'assign', ?)`);
+    for (let i = 1; i <= 10_000; i++) {
+      const v = version.run(i, JSON.stringify({ id: i, originId: `D-${i}`, type: 'X', status: 'OPEN', resources: ['U0'] })).lastInsertRowid;
+      push.run(ev.run(deviceId, i, now, v).lastInsertRowid, deviceId, i, now);
+    }
   })();
   sqlite.close();
   const { base, child } = await startService(path);

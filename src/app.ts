@@ -148,6 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
   });
   app.addHook('preClose', async () => {
+    app.log.info({ groupCommit: ctx.writes.stats }, 'write groups committed');
     await hub.close();
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);

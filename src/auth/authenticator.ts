@@ -29,8 +29,19 @@ interface BasicCacheEntry {
 
 export type MintResult = { ok: true; token: string; record: TokenRecord } | { ok: false; reason: 'past' | 'invalid' };
 
+interface TokenCacheEntry {
+  generation: number;
+  user: UserRecord;
+  token: TokenRecord;
+}
+const TOKEN_CACHE_MAX = 10_000;
+
 export class Authenticator {
   private readonly basicCache = new Map<string, BasicCacheEntry>();
+  // A bearer token is checked on every CAD call; its user and token rows are remembered until
+  // anything that could withdraw access changes (identity.generation). Expiry and the
+  // user's state are still checked on every use.
+  private readonly tokenCache = new Map<string, TokenCacheEntry>();
 
   constructor(
     private readonly identity: IdentityStore,
@@ -71,10 +82,18 @@ export class Authenticator {
   /** A user token that is known, not revoked, not expired, of a usable user. */
   userToken(token: string): { user: UserRecord; token: TokenRecord } | null {
     if (!looksLikeSecret(token)) return null;
-    const record = this.identity.tokenByHashValue(sha256(token));
+    const hash = sha256(token);
+    const cached = this.tokenCache.get(hash);
+    if (cached && cached.generation === this.identity.generation) {
+      return this.tokenLive(cached.token) && this.usable(cached.user) ? { user: cached.user, token: cached.token } : null;
+    }
+    const generation = this.identity.generation;
+    const record = this.identity.tokenByHashValue(hash);
     if (!record || record.userId === null || !this.tokenLive(record)) return null;
     const user = this.identity.userById(record.userId);
     if (!user || !this.usable(user)) return null;
+    if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
+    this.tokenCache.set(hash, { generation, user, token: record });
     return { user, token: record };
   }
 

@@ -23,6 +23,11 @@ function rethrowUnique(err: unknown, column: string): never {
 }
 
 export class IdentityStore {
+  /**
+   * Bumped by every change to a user, token or session that could withdraw access, so
+   * caches of authentication results (auth/authenticator.ts) know they are stale.
+   */
+  generation = 0;
   private readonly byId;
   private readonly byEmail;
   private readonly tokenByHash;
@@ -69,6 +74,7 @@ export class IdentityStore {
     }
   }
   updateUser(id: number, values: Partial<Omit<NewUser, 'id' | 'emailKey'>>): UserRecord {
+    this.generation++;
     const set = values.email === undefined ? values : { ...values, emailKey: values.email.trim().toLowerCase() };
     try {
       return this.db.update(users).set(set).where(eq(users.id, id)).returning().get()!;
@@ -77,6 +83,7 @@ export class IdentityStore {
     }
   }
   deleteUser(id: number): void {
+    this.generation++;
     this.db.delete(users).where(eq(users.id, id)).run();
   }
   /** users that `managerId` manages directly */
@@ -101,6 +108,7 @@ export class IdentityStore {
     this.db.insert(userUsers).values({ userId, managedUserId }).onConflictDoNothing().run();
   }
   unlinkManagedUser(userId: number, managedUserId: number): void {
+    this.generation++;
     this.db.delete(userUsers).where(and(eq(userUsers.userId, userId), eq(userUsers.managedUserId, managedUserId))).run();
   }
 
@@ -167,6 +175,7 @@ export class IdentityStore {
     }
   }
   deleteDevice(id: number): void {
+    this.generation++;
     this.db.delete(devices).where(eq(devices.id, id)).run();
   }
   deviceOwners(deviceId: number): number[] {
@@ -181,6 +190,7 @@ export class IdentityStore {
     this.db.insert(userDevices).values({ userId, deviceId }).onConflictDoNothing().run();
   }
   unlinkDevice(userId: number, deviceId: number): void {
+    this.generation++;
     this.db.delete(userDevices).where(and(eq(userDevices.userId, userId), eq(userDevices.deviceId, deviceId))).run();
   }
 
@@ -203,9 +213,11 @@ export class IdentityStore {
     return this.tokenByHash.get({ hash });
   }
   revokeToken(id: number, at: string): void {
+    this.generation++;
     this.db.update(tokens).set({ revokedAt: at }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt))).run();
   }
   revokeDeviceTokens(deviceId: number, at: string): number {
+    this.generation++;
     return this.db
       .update(tokens)
       .set({ revokedAt: at })
@@ -238,10 +250,12 @@ export class IdentityStore {
     this.db.update(sessions).set({ lastSeenAt: at }).where(eq(sessions.id, id)).run();
   }
   deleteSession(id: number): void {
+    this.generation++;
     this.db.delete(sessions).where(eq(sessions.id, id)).run();
   }
   /** ends every session of the user, except `keepId` */
   deleteSessionsOf(userId: number, keepId?: number): void {
+    this.generation++;
     const cond = keepId === undefined ? eq(sessions.userId, userId) : and(eq(sessions.userId, userId), sql`${sessions.id} <> ${keepId}`);
     this.db.delete(sessions).where(cond).run();
   }

@@ -146,8 +146,9 @@ export class IncidentStore {
       clearAssignments: p(`DELETE FROM assignments WHERE incident_id = ?`),
       insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
-      insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, incident) VALUES (?, ?, ?, ?, ?, ?)`),
-      insertPush: p(`INSERT INTO pushes (event_id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
+      insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES (?, ?, ?, ?, ?, ?)`),
+      insertPush: p(`INSERT INTO pushes (id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
       supersedeAssign: p(
         `UPDATE pushes SET state = 'SUPERSEDED' WHERE device_id = ? AND incident_id = ? AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
       ),
@@ -212,11 +213,11 @@ export class IncidentStore {
    */
   private writeEvents(incident: Incident, drafts: readonly EventDraft[], now: string): EventView[] {
     if (drafts.length === 0) return [];
-    const snapshot = JSON.stringify(incident);
+    const versionId = this.st.insertVersion.run(incident.id, JSON.stringify(incident)).lastInsertRowid;
     const out: EventView[] = [];
     for (const e of drafts) {
       const attributes = JSON.stringify(e.attributes);
-      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, snapshot).lastInsertRowid);
+      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId).lastInsertRowid);
       let state: EventView['state'] = 'PENDING';
       if (e.type === 'incidentAssigned') {
         this.st.insertPush.run(eventId, e.deviceId, incident.id, 'assign', 'PENDING', now);
@@ -300,9 +301,16 @@ export class IncidentStore {
   list(filter: ListFilter): { incidents: Incident[]; more: boolean } {
     const where: string[] = [];
     const args: unknown[] = [];
+    let from = 'incidents i';
     if (filter.ownerIds !== null) {
       if (filter.ownerIds.length === 0) return { incidents: [], more: false };
-      where.push(`i.id IN (SELECT incident_id FROM user_incidents WHERE user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
+      if (filter.ownerIds.length === 1) {
+        // walks the owner's links in incident order: no sort, stops at the page
+        from = 'user_incidents ui JOIN incidents i ON i.id = ui.incident_id';
+        where.push('ui.user_id = ?');
+      } else {
+        where.push(`EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = i.id AND ui.user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
+      }
       args.push(...filter.ownerIds);
     }
     if (filter.status) {
@@ -323,7 +331,7 @@ export class IncidentStore {
     }
     const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
       .map((c) => `i.${c}`)
-      .join(', ')} FROM incidents i ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY i.id LIMIT ? OFFSET ?`;
+      .join(', ')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY i.id LIMIT ? OFFSET ?`;
     const rows = this.sqlite.prepare(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
     const more = rows.length > filter.limit;
     const page = more ? rows.slice(0, filter.limit) : rows;
@@ -369,7 +377,7 @@ export class IncidentStore {
       .prepare(
         `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
                 p.state, p.attempts
-         FROM events e JOIN pushes p ON p.event_id = e.id
+         FROM events e JOIN pushes p ON p.id = e.id
          ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY e.id LIMIT ? OFFSET ?`,
       )
       .all(...args, filter.limit, filter.offset) as (Omit<EventView, 'attributes'> & { attributes: string })[];

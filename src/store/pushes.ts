@@ -25,8 +25,8 @@ export class PushStore {
     this.st = {
       pendingAfter: p(
         `SELECT p.id AS pushId, e.id AS eventId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
-                e.attributes, e.incident, p.last_sent_at AS lastSentAt
-         FROM pushes p JOIN events e ON e.id = p.event_id
+                e.attributes, v.incident, p.last_sent_at AS lastSentAt
+         FROM pushes p JOIN events e ON e.id = p.id JOIN incident_versions v ON v.id = e.version_id
          WHERE p.device_id = ? AND p.state = 'PENDING' AND p.id > ? ORDER BY p.id LIMIT ?`,
       ),
       markSent: p(`UPDATE pushes SET attempts = attempts + 1, last_sent_at = ? WHERE id = ?`),

@@ -1,5 +1,6 @@
 // Drizzle table definitions: the one description of the database. Migrations under
 // src/store/migrations are generated from this file by `npm run db:generate`.
+import { sql } from 'drizzle-orm';
 import { sqliteTable, integer, text, real, primaryKey, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 const bool = (name: string) => integer(name, { mode: 'boolean' }).notNull().default(false);
@@ -120,6 +121,13 @@ export const userIncidents = sqliteTable(
   (t) => [primaryKey({ columns: [t.userId, t.incidentId] }), index('user_incidents_incident').on(t.incidentId)],
 );
 
+/** The incident as it was after an operation, once per operation: events point at it. */
+export const incidentVersions = sqliteTable('incident_versions', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  incidentId: integer('incident_id').notNull(),
+  incident: text('incident').notNull(),
+});
+
 /** Append-only. No foreign keys: events outlive deleted incidents and devices. */
 export const events = sqliteTable(
   'events',
@@ -130,18 +138,20 @@ export const events = sqliteTable(
     incidentId: integer('incident_id').notNull(),
     eventTime: text('event_time').notNull(),
     attributes: text('attributes').notNull(),
-    /** the incident as it was when the event was written (JSON) */
-    incident: text('incident').notNull(),
+    /** the incident as it was when the event was written */
+    versionId: integer('version_id').notNull(),
   },
   (t) => [index('events_incident').on(t.incidentId), index('events_device').on(t.deviceId, t.id)],
 );
 
-/** Transactional outbox: one push per event, written in the same transaction. `id` is the pushId. */
+/**
+ * Transactional outbox: one push per event, written in the same transaction. Its id is the
+ * event's id, and is the pushId devices see.
+ */
 export const pushes = sqliteTable(
   'pushes',
   {
-    id: integer('id').primaryKey({ autoIncrement: true }),
-    eventId: integer('event_id').notNull().unique(),
+    id: integer('id').primaryKey(),
     deviceId: integer('device_id').notNull(),
     incidentId: integer('incident_id').notNull(),
     kind: text('kind', { enum: ['assign', 'standDown'] }).notNull(),
@@ -151,7 +161,12 @@ export const pushes = sqliteTable(
     lastSentAt: text('last_sent_at'),
     deliveredAt: text('delivered_at'),
   },
-  (t) => [index('pushes_device_state').on(t.deviceId, t.state, t.id)],
+  (t) => [
+    index('pushes_device_state').on(t.deviceId, t.state, t.id),
+    // the TTL sweep and the supersede rule only ever look at pending pushes
+    index('pushes_pending_created').on(t.createdAt).where(sql`state = 'PENDING'`),
+    index('pushes_pending_device_incident').on(t.deviceId, t.incidentId).where(sql`state = 'PENDING'`),
+  ],
 );
 
 /** Bearer tokens for users and devices; only the SHA-256 of the token is kept. */

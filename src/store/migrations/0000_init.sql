@@ -29,7 +29,7 @@ CREATE TABLE `events` (
 	`incident_id` integer NOT NULL,
 	`event_time` text NOT NULL,
 	`attributes` text NOT NULL,
-	`incident` text NOT NULL
+	`version_id` integer NOT NULL
 );
 --> statement-breakpoint
 CREATE INDEX `events_incident` ON `events` (`incident_id`);--> statement-breakpoint
@@ -44,6 +44,12 @@ CREATE TABLE `incident_resources` (
 );
 --> statement-breakpoint
 CREATE INDEX `incident_resources_key` ON `incident_resources` (`callsign_key`);--> statement-breakpoint
+CREATE TABLE `incident_versions` (
+	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
+	`incident_id` integer NOT NULL,
+	`incident` text NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE `incidents` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`origin_id` text NOT NULL,
@@ -64,8 +70,7 @@ CREATE UNIQUE INDEX `incidents_origin_id` ON `incidents` (`origin_id`);--> state
 CREATE INDEX `incidents_stored_at` ON `incidents` (`stored_at`);--> statement-breakpoint
 CREATE INDEX `incidents_status` ON `incidents` (`status`);--> statement-breakpoint
 CREATE TABLE `pushes` (
-	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
-	`event_id` integer NOT NULL,
+	`id` integer PRIMARY KEY NOT NULL,
 	`device_id` integer NOT NULL,
 	`incident_id` integer NOT NULL,
 	`kind` text NOT NULL,
@@ -76,8 +81,9 @@ CREATE TABLE `pushes` (
 	`delivered_at` text
 );
 --> statement-breakpoint
-CREATE UNIQUE INDEX `pushes_event_id_unique` ON `pushes` (`event_id`);--> statement-breakpoint
 CREATE INDEX `pushes_device_state` ON `pushes` (`device_id`,`state`,`id`);--> statement-breakpoint
+CREATE INDEX `pushes_pending_created` ON `pushes` (`created_at`) WHERE state = 'PENDING';--> statement-breakpoint
+CREATE INDEX `pushes_pending_device_incident` ON `pushes` (`device_id`,`incident_id`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE TABLE `sessions` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`hash` text NOT NULL,
