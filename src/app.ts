@@ -112,7 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
   // The API reference, served from the package's own assets (no CDN).
-  await app.register(swaggerUi, { routePrefix: '/api/docs', uiConfig: { docExpansion: 'list', deepLinking: true }, staticCSP: true });
+  await app.register(swaggerUi, { routePrefix: '/api/docs', uiConfig: { docExpansion: 'list', deepLinking: true, displayOperationId: true }, staticCSP: true });
   // The token page ("a token can also be generated … in the service's web interface").
   const page = (file: string, type: string) => {
     const body = readFileSync(join(publicPath, file));
