@@ -1,0 +1,46 @@
+// The published contract: served as written, every operation bound, health answers.
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { makeApp } from '../fixtures/app.js';
+import { spec } from '../fixtures/contract.js';
+import { buildHandlers } from '../../src/http/handlers/index.js';
+import { LoginThrottle } from '../../src/auth/throttle.js';
+import { specPath } from '../../src/paths.js';
+
+const operationIds = Object.values(spec.paths as Record<string, Record<string, { operationId?: string }>>)
+  .flatMap((item) => Object.values(item))
+  .map((op) => op.operationId)
+  .filter((id): id is string => typeof id === 'string');
+
+t.test('when the spec is read, then it is OpenAPI 3.1 with the vendor version', async (t) => {
+  t.equal(spec.openapi, '3.1.0');
+  t.equal(spec.info.version, '6.14.5-cad.1');
+  t.same(spec.servers, [{ url: '/api' }]);
+});
+
+t.test('when handlers are built, then every operationId of the spec has one and there are no extras', async (t) => {
+  const handlers = buildHandlers({} as never, new LoginThrottle());
+  t.same(Object.keys(handlers).sort(), [...operationIds].sort());
+  for (const id of operationIds) t.type((handlers as unknown as Record<string, unknown>)[id], 'function', id);
+});
+
+t.test('when the spec is fetched, then /api/openapi.yaml is the file as written and .json the same document', async (t) => {
+  const { app } = await makeApp(t);
+  const yaml = await app.inject({ method: 'GET', url: '/api/openapi.yaml' });
+  t.equal(yaml.statusCode, 200);
+  t.equal(yaml.body, readFileSync(specPath, 'utf8'));
+  const json = await app.inject({ method: 'GET', url: '/api/openapi.json' });
+  t.same(Object.keys(JSON.parse(json.body).paths).sort(), Object.keys(parse(yaml.body).paths).sort());
+});
+
+t.test('when health is asked, then 200 with the database state and version, without credentials', async (t) => {
+  const { app, db } = await makeApp(t);
+  const res = await app.inject({ method: 'GET', url: '/api/health' });
+  t.equal(res.statusCode, 200);
+  t.same(JSON.parse(res.body), { status: 'ok', database: 'ok', version: '6.14.5-cad.1' });
+  db.$client.close();
+  const down = await app.inject({ method: 'GET', url: '/api/health' });
+  t.equal(down.statusCode, 503);
+  t.same(JSON.parse(down.body), { status: 'unavailable', database: 'unavailable', version: '6.14.5-cad.1' });
+});
