@@ -16,13 +16,20 @@ export interface HubOptions {
   ackTimeoutMs: number;
   ttlMs: number;
   pingIntervalMs: number;
-  /** how often ack timeouts and TTLs are checked */
+  /** how often ack timeouts are checked */
   sweepIntervalMs: number;
+  /** how often undelivered pushes past their TTL are expired */
+  expireIntervalMs: number;
   /** pushes read and sent per batch */
   batch: number;
 }
 
-export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, 'ackTimeoutMs' | 'ttlMs'> = { pingIntervalMs: 15_000, sweepIntervalMs: 1_000, batch: 500 };
+export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, 'ackTimeoutMs' | 'ttlMs'> = {
+  pingIntervalMs: 15_000,
+  sweepIntervalMs: 1_000,
+  expireIntervalMs: 30_000,
+  batch: 500,
+};
 
 /** close codes the device sees */
 export const CLOSE = { replaced: 4000, revoked: 4001, dead: 4002, shutdown: 1001 } as const;
@@ -58,6 +65,7 @@ export class DeviceHub implements PushHub {
     store.resetPresence();
     this.timers.push(setInterval(() => this.ping(), opts.pingIntervalMs).unref());
     this.timers.push(setInterval(() => this.sweep(), opts.sweepIntervalMs).unref());
+    this.timers.push(setInterval(() => this.expire(), opts.expireIntervalMs).unref());
   }
 
   private now(): string {
@@ -193,11 +201,15 @@ export class DeviceHub implements PushHub {
     }
   }
 
-  /** Expire old pushes; restart sending where the oldest unacked push waited too long. */
+  /** Pushes not delivered within the TTL become EXPIRED and are never sent. */
+  expire(): void {
+    const expired = this.store.expireBefore(new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString());
+    if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
+  }
+
+  /** Restart sending where the oldest unacked push waited too long. */
   sweep(): void {
     const now = this.clock.now().getTime();
-    const expired = this.store.expireBefore(new Date(now - this.opts.ttlMs).toISOString());
-    if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
     for (const conn of this.conns.values()) {
       const oldest = this.store.oldestUnacked(conn.deviceId);
       if (!oldest || oldest.lastSentAt === null || oldest.id > conn.cursor) continue;

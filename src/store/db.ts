@@ -22,6 +22,9 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
+  // keep the hot indexes in memory: the default 2 MiB cache makes every write re-read pages
+  sqlite.pragma('cache_size = -65536');
+  sqlite.pragma('temp_store = MEMORY');
   const db = drizzle(sqlite, { schema }) as Db;
   // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`
   // (emitted for table rebuilds) has no effect; so switch them off around it and check after.

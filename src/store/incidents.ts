@@ -143,7 +143,7 @@ export class IncidentStore {
       delete: p(`DELETE FROM incidents WHERE id = ?`),
       clearResources: p(`DELETE FROM incident_resources WHERE incident_id = ?`),
       insertResource: p(`INSERT INTO incident_resources (incident_id, position, callsign, callsign_key) VALUES (?, ?, ?, ?)`),
-      clearAssignments: p(`DELETE FROM assignments WHERE incident_id = ?`),
+      deleteAssignment: p(`DELETE FROM assignments WHERE incident_id = ? AND callsign_key = ? AND device_id = ?`),
       insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
@@ -163,6 +163,11 @@ export class IncidentStore {
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
     };
+  }
+
+  /** fn in a transaction of its own, or as part of the caller's (group commit gives each op a savepoint) */
+  private atomically<T>(fn: () => T): T {
+    return this.sqlite.inTransaction ? fn() : this.sqlite.transaction(fn)();
   }
 
   exists(id: number): boolean {
@@ -201,9 +206,13 @@ export class IncidentStore {
     resources.forEach((c, i) => this.st.insertResource.run(id, i, c, callsignKey(c)));
   }
 
-  private writeAssignments(id: number, list: readonly Assignment[]): void {
-    this.st.clearAssignments.run(id);
-    for (const a of list) this.st.insertAssignment.run(id, a.callsignKey, a.callsign, a.deviceId);
+  /** Replaces the incident's assignments with `next`, touching only the rows that change. */
+  private writeAssignments(id: number, previous: readonly Assignment[], next: readonly Assignment[]): void {
+    const k = (a: Assignment) => `${a.callsignKey}\u0000${a.deviceId}`;
+    const keep = new Set(next.map(k));
+    const had = new Set(previous.map(k));
+    for (const a of previous) if (!keep.has(k(a))) this.st.deleteAssignment.run(id, a.callsignKey, a.deviceId);
+    for (const a of next) if (!had.has(k(a))) this.st.insertAssignment.run(id, a.callsignKey, a.callsign, a.deviceId);
   }
 
   /**
@@ -240,7 +249,7 @@ export class IncidentStore {
     const body = normaliseTimes(rawBody);
     const invalid = invalidCallsigns(body.resources);
     if (invalid) return invalid;
-    return this.sqlite.transaction((): Outcome => {
+    return this.atomically((): Outcome => {
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
       const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
       if (taken !== undefined) {
@@ -252,23 +261,24 @@ export class IncidentStore {
       const id = Number(this.st.insert.run({ ...draft, storedAt: now }).lastInsertRowid);
       const incident: Incident = { id, ...draft };
       this.writeResources(id, incident.resources);
-      this.writeAssignments(id, outcome.plan.assignments);
+      this.writeAssignments(id, [], outcome.plan.assignments);
       this.st.link.run(caller.id, id);
       return this.finish({ ...outcome.plan, incident }, now);
-    })();
+    });
   }
 
   update(caller: UserRecord, locator: { id: number } | { originId: string }, rawBody: UpdateBody, now: string): Outcome {
     const body = normaliseTimes(rawBody);
     const invalid = invalidCallsigns(body.resources);
     if (invalid) return invalid;
-    return this.sqlite.transaction((): Outcome => {
+    return this.atomically((): Outcome => {
       const row = ('id' in locator ? this.st.byId.get(locator.id) : this.st.byOriginId.get(locator.originId)) as IncidentRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
       const stored = this.load(row);
-      const outcome = planUpdate(stored, this.st.assignments.all(row.id) as Assignment[], body, now, this.matchContext(caller, body.resources));
+      const previous = this.st.assignments.all(row.id) as Assignment[];
+      const outcome = planUpdate(stored, previous, body, now, this.matchContext(caller, body.resources));
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       if (body.originId !== row.origin_id) {
         const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
@@ -279,13 +289,13 @@ export class IncidentStore {
       const incident = outcome.plan.incident;
       this.st.update.run({ ...incident, storedAt: now });
       this.writeResources(row.id, incident.resources);
-      this.writeAssignments(row.id, outcome.plan.assignments);
+      this.writeAssignments(row.id, previous, outcome.plan.assignments);
       return this.finish(outcome.plan, now);
-    })();
+    });
   }
 
   delete(caller: UserRecord, id: number, now: string): Outcome {
-    return this.sqlite.transaction((): Outcome => {
+    return this.atomically((): Outcome => {
       const row = this.st.byId.get(id) as IncidentRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
@@ -295,18 +305,20 @@ export class IncidentStore {
       const result = this.finish(plan, now);
       this.st.delete.run(id);
       return result;
-    })();
+    });
   }
 
   list(filter: ListFilter): { incidents: Incident[]; more: boolean } {
     const where: string[] = [];
     const args: unknown[] = [];
     let from = 'incidents i';
+    let order = 'i.id';
     if (filter.ownerIds !== null) {
       if (filter.ownerIds.length === 0) return { incidents: [], more: false };
       if (filter.ownerIds.length === 1) {
         // walks the owner's links in incident order: no sort, stops at the page
         from = 'user_incidents ui JOIN incidents i ON i.id = ui.incident_id';
+        order = 'ui.incident_id'; // the same order, and SQLite sees that the index already gives it
         where.push('ui.user_id = ?');
       } else {
         where.push(`EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = i.id AND ui.user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
@@ -331,7 +343,7 @@ export class IncidentStore {
     }
     const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
       .map((c) => `i.${c}`)
-      .join(', ')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY i.id LIMIT ? OFFSET ?`;
+      .join(', ')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ? OFFSET ?`;
     const rows = this.sqlite.prepare(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
     const more = rows.length > filter.limit;
     const page = more ? rows.slice(0, filter.limit) : rows;

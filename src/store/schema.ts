@@ -87,7 +87,7 @@ export const incidents = sqliteTable(
     /** server time of the last write; `updatedSince` filters on it */
     storedAt: text('stored_at').notNull(),
   },
-  (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt), index('incidents_status').on(t.status)],
+  (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt)],
 );
 
 export const incidentResources = sqliteTable(
@@ -161,9 +161,10 @@ export const pushes = sqliteTable(
     lastSentAt: text('last_sent_at'),
     deliveredAt: text('delivered_at'),
   },
+  // Delivery, the TTL sweep and the supersede rule only ever look at pending pushes: partial
+  // indexes stay as small as the backlog, and a push leaves them once delivered.
   (t) => [
-    index('pushes_device_state').on(t.deviceId, t.state, t.id),
-    // the TTL sweep and the supersede rule only ever look at pending pushes
+    index('pushes_pending_device').on(t.deviceId, t.id).where(sql`state = 'PENDING'`),
     index('pushes_pending_created').on(t.createdAt).where(sql`state = 'PENDING'`),
     index('pushes_pending_device_incident').on(t.deviceId, t.incidentId).where(sql`state = 'PENDING'`),
   ],

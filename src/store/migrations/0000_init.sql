@@ -68,7 +68,6 @@ CREATE TABLE `incidents` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `incidents_origin_id` ON `incidents` (`origin_id`);--> statement-breakpoint
 CREATE INDEX `incidents_stored_at` ON `incidents` (`stored_at`);--> statement-breakpoint
-CREATE INDEX `incidents_status` ON `incidents` (`status`);--> statement-breakpoint
 CREATE TABLE `pushes` (
 	`id` integer PRIMARY KEY NOT NULL,
 	`device_id` integer NOT NULL,
@@ -81,7 +80,7 @@ CREATE TABLE `pushes` (
 	`delivered_at` text
 );
 --> statement-breakpoint
-CREATE INDEX `pushes_device_state` ON `pushes` (`device_id`,`state`,`id`);--> statement-breakpoint
+CREATE INDEX `pushes_pending_device` ON `pushes` (`device_id`,`id`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE INDEX `pushes_pending_created` ON `pushes` (`created_at`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE INDEX `pushes_pending_device_incident` ON `pushes` (`device_id`,`incident_id`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE TABLE `sessions` (
