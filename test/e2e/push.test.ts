@@ -140,16 +140,16 @@ t.test('when a new socket opens for the same device, then it replaces the old on
 t.test('when the device token is wrong or revoked, then the upgrade is refused with 401', async (t) => {
   const s = await listen(t);
   const w = await world(s.app);
-  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=not-a-token`), { statusCode: 401 });
-  await t.rejects(connect(t, `${s.ws}/api/socket/device`), { statusCode: 401 });
+  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=not-a-token`), { message: 'HTTP 401' });
+  await t.rejects(connect(t, `${s.ws}/api/socket/device`), { message: 'HTTP 401' });
   const userToken = await mintToken(s.app, adminAuth());
-  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=${userToken}`), { statusCode: 401 }, 'a user token is not a device token');
+  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=${userToken}`), { message: 'HTTP 401' }, 'a user token is not a device token');
   const token = await deviceToken(s.app, w.a7);
   const c = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
   t.equal((await s.app.inject({ method: 'DELETE', url: `/api/devices/${w.a7}/token`, headers: { authorization: adminAuth() } })).statusCode, 204);
   await until('closed on revoke', () => c.closed);
   t.equal(c.closed!.code, 4001);
-  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=${token}`), { statusCode: 401 });
+  await t.rejects(connect(t, `${s.ws}/api/socket/device?token=${token}`), { message: 'HTTP 401' });
 });
 
 t.test('when a user opens the live socket, then it sees events of its own devices only', async (t) => {
@@ -168,8 +168,8 @@ t.test('when a user opens the live socket, then it sees events of its own device
   const otherEvents = (otherLive.frames as unknown as { events: { deviceId: number }[] }[]).flatMap((f) => f.events);
   t.same(cadEvents.map((e) => e.deviceId), [w.a7]);
   t.same(otherEvents.map((e) => e.deviceId), [w.otherE1]);
-  await t.rejects(connect(t, `${s.ws}/api/socket?token=nope`), { statusCode: 401 });
-  await t.rejects(connect(t, `${s.ws}/api/socket`), { statusCode: 401 });
+  await t.rejects(connect(t, `${s.ws}/api/socket?token=nope`), { message: 'HTTP 401' });
+  await t.rejects(connect(t, `${s.ws}/api/socket`), { message: 'HTTP 401' });
 });
 
 t.test('when a device carries a callsign of two users, then only the caller\'s device is alerted', async (t) => {
