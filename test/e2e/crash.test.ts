@@ -106,3 +106,20 @@ t.test('when the server is killed with SIGKILL and restarted, then nothing answe
   ws.send(JSON.stringify({ type: 'ack', pushId: frames.at(-1)!.pushId }));
   await until('all delivered', async () => (await api(port, 'GET', '/events?limit=1000')).body.every((e: { state: string }) => e.state !== 'PENDING'));
 });
+
+t.test('when the server gets SIGTERM, then it closes device sockets as going away and exits 0', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-term-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const port = await freePort();
+  const child = await start(t, join(dir, 'cad.sqlite'), port);
+  const device = await api(port, 'POST', '/devices', { name: 'T1', uniqueId: 't1' });
+  const token = (await api(port, 'POST', `/devices/${device.body.id}/token`)).body as string;
+  const ws = new WebSocket(`ws://127.0.0.1:${port}/api/socket/device?token=${token}`);
+  t.teardown(() => ws.terminate());
+  await new Promise((r) => ws.once('open', r));
+  const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  child.kill('SIGTERM');
+  t.equal(await closed, 1001, 'the device is told the server is going away');
+  t.equal(await exited, 0);
+});
