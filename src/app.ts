@@ -149,7 +149,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.addHook('preClose', async () => {
     app.log.info({ groupCommit: ctx.writes.stats }, 'write groups committed');
-    await hub.close();
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);
   return app;

@@ -26,7 +26,14 @@ export async function registerSockets(
   app: FastifyInstance,
   deps: { auth: Authenticator; access: Access; hub: DeviceHub; userHook: AuthHook },
 ): Promise<void> {
-  await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
+  await app.register(websocket, {
+    options: { maxPayload: 64 * 1024 },
+    // on shutdown every socket is told the server is going away (1001), devices first
+    preClose: async function () {
+      await deps.hub.close();
+      for (const client of app.websocketServer.clients) client.close(1001, 'server shutting down');
+    },
+  });
 
   app.get(
     '/api/socket/device',

@@ -46,7 +46,7 @@ t.test('POST /session', async (t) => {
     await createUser(app, { name: 'X', email: 'x@example.test', password: 'x-password', expirationTime: '2026-11-22T11:00:00Z' });
     for (const [email, password] of [[ADMIN.email, 'wrong'], ['nobody@example.test', 'whatever'], ['d@example.test', 'd-password'], ['x@example.test', 'x-password']]) {
       const res = await app.inject({ method: 'POST', url: '/api/session', headers: form, payload: loginBody(email!, password!) });
-      t.equal(res.statusCode, 401, email);
+      t.equal(res.statusCode, 401, String(email));
       t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
     }
   });
