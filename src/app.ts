@@ -1,7 +1,8 @@
 // buildApp wires the service together without listening, so tests drive it with inject().
 // Routes come from openapi.yaml through fastify-openapi-glue; each operation gets its
 // authentication hook (onRequest, before the body is read) and its thin handler.
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import { problems } from './http/problem.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { publicPath, specPath } from './paths.js';
@@ -25,7 +26,7 @@ import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-h
 import { registerSockets } from './http/sockets.js';
 import { installErrorHandling, payloadTooLarge } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
-import { loadSpec, securityByOperation } from './http/spec.js';
+import { loadSpec, requiredBodies, securityByOperation } from './http/spec.js';
 import { validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
@@ -56,6 +57,14 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
         };
       },
     },
+  };
+}
+
+function requireBody(types: string[]) {
+  return async (req: FastifyRequest) => {
+    if (req.body === undefined || req.body === null) {
+      throw problems.badRequest(`A request body is required (Content-Type: ${types.join(' or ')}).`, [{ path: '/body', message: 'is required' }]);
+    }
   };
 }
 
@@ -109,6 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(formbody, { bodyLimit: BODY_LIMIT });
   await registerBasicAuth(app, auth);
   app.decorateRequest('principal', null);
+  app.decorateRequest('credentialsRejected', false);
 
   await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
   // The API reference, served from the package's own assets (no CDN).
@@ -127,6 +137,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const handlers = buildHandlers(ctx, deps.throttle ?? new LoginThrottle());
   const security = securityByOperation(spec);
+  const bodies = requiredBodies(spec);
   const schemeHandlers = securityHandlers(app, auth);
   await app.register(openapiGlue, {
     specification: spec,
@@ -134,8 +145,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     operationResolver: ((operationId: string) => {
       const handler = (handlers as unknown as Record<string, unknown>)[operationId];
       if (typeof handler !== 'function') throw new Error(`no handler for operation ${operationId}`);
+      const bodyTypes = bodies.get(operationId);
       return {
         onRequest: authenticationHook(schemeHandlers, security.get(operationId) ?? []),
+        // fastify validates a body only against the schema of its Content-Type; a request
+        // with no body at all would reach the handler without one
+        ...(bodyTypes ? { preValidation: requireBody(bodyTypes) } : {}),
         handler,
       };
     }) as never,

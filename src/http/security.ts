@@ -12,6 +12,8 @@ import { problems } from './problem.js';
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
+    /** an Authorization header was sent on a public operation and did not authenticate */
+    credentialsRejected: boolean;
   }
 }
 
@@ -63,15 +65,22 @@ export function authenticationHook(handlers: Record<string, SchemeHandler>, sche
   const cookieAllowed = !required || schemes.includes('sessionCookie');
   return async function authenticate(req, reply) {
     req.principal = null;
+    req.credentialsRejected = false;
     if (req.headers.authorization !== undefined) {
       for (const name of headerSchemes) {
         const result = await handlers[name]!(req, reply);
         if (result === 'absent') continue;
-        if (result === null) throw problems.unauthorized('The credentials in the Authorization header are not valid.');
-        req.principal = result;
+        if (result !== null) {
+          req.principal = result;
+          return;
+        }
+        if (required) throw problems.unauthorized('The credentials in the Authorization header are not valid.');
+        req.credentialsRejected = true;
         return;
       }
-      throw problems.unauthorized('Unsupported Authorization scheme: use Basic or Bearer.');
+      if (required) throw problems.unauthorized('Unsupported Authorization scheme: use Basic or Bearer.');
+      req.credentialsRejected = true;
+      return;
     }
     if (cookieAllowed) {
       const result = await handlers.sessionCookie!(req, reply);

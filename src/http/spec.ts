@@ -5,10 +5,15 @@ import { parse } from 'yaml';
 import { specPath } from '../paths.js';
 
 export type SecurityRequirement = Record<string, string[]>;
+interface OperationObject {
+  operationId?: string;
+  security?: SecurityRequirement[];
+  requestBody?: { required?: boolean; content?: Record<string, unknown> };
+}
 export interface OpenApiDocument {
   info: { version: string };
   security?: SecurityRequirement[];
-  paths: Record<string, Record<string, { operationId?: string; security?: SecurityRequirement[] }>>;
+  paths: Record<string, Record<string, OperationObject>>;
   [key: string]: unknown;
 }
 
@@ -30,6 +35,18 @@ export function securityByOperation(doc: OpenApiDocument): Map<string, string[]>
       if (!METHODS.has(method) || !op.operationId) continue;
       const reqs = op.security ?? doc.security ?? [];
       out.set(op.operationId, reqs.flatMap((r) => Object.keys(r)));
+    }
+  }
+  return out;
+}
+
+/** operationId -> the media types of its required request body (absent: no body required) */
+export function requiredBodies(doc: OpenApiDocument): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const item of Object.values(doc.paths)) {
+    for (const [method, op] of Object.entries(item)) {
+      if (!METHODS.has(method) || !op.operationId || !op.requestBody?.required) continue;
+      out.set(op.operationId, Object.keys(op.requestBody.content ?? {}));
     }
   }
   return out;

@@ -34,6 +34,7 @@ export class SessionHandlers {
       return publicUser(hit.user);
     }
     if (req.principal) return publicUser(req.principal.user);
+    if (req.credentialsRejected) throw problems.unauthorized('The credentials in the Authorization header are not valid.');
     throw problems.notFound('No session: log in with POST /session, or pass credentials.');
   };
 
