@@ -317,8 +317,9 @@ export interface paths {
         get: operations["getUser"];
         /**
          * Update a user
-         * @description Full replacement of the user's settings (Traccar convention). `password` is
-         *     changed only when present; changing it ends the user's other sessions.
+         * @description Changes the settings present in the body; omitted ones keep their current
+         *     value. `password` is changed only when present; changing it ends the user's
+         *     other sessions.
          *     Only administrators change `administrator`, `readonly`, `disabled`,
          *     `expirationTime`, `deviceLimit`, `userLimit`, `deviceReadonly`,
          *     `limitCommands`; a manager may set them for a user it manages except
@@ -753,7 +754,13 @@ export interface components {
         };
         /** @description RFC 9457 problem details. */
         Problem: {
-            /** @description A URI naming the kind of problem, e.g. `https://cad.example/problems/incident-closed`. */
+            /**
+             * @description A URI naming the kind of problem: `urn:cad-incident:problem:<kind>`, where kind is
+             *     one of invalid-request, unauthorized, forbidden, readonly-user, not-found,
+             *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
+             *     last-administrator, payload-too-large, unsupported-media-type,
+             *     too-many-requests, internal-error.
+             */
             type: string;
             title: string;
             status: number;
@@ -809,8 +816,9 @@ export interface components {
         };
         /**
          * @description The request conflicts with stored state. `type` tells which:
-         *     `…/origin-id-taken` (with `incidentId` when the caller may see that incident),
-         *     `…/incident-closed`, `…/email-taken`, `…/unique-id-taken`, `…/last-administrator`.
+         *     `urn:cad-incident:problem:origin-id-taken` (with `incidentId` when the caller may
+         *     see that incident), `…:incident-closed`, `…:email-taken`, `…:unique-id-taken`,
+         *     `…:last-administrator`.
          */
         Conflict: {
             headers: {
