@@ -116,7 +116,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addContentTypeParser('application/problem+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
   await app.register(cookie);
   await app.register(formbody, { bodyLimit: BODY_LIMIT });
-  await registerBasicAuth(app, auth);
+  const throttle = deps.throttle ?? new LoginThrottle();
+  await registerBasicAuth(app, auth, throttle);
   app.decorateRequest('principal', null);
   app.decorateRequest('credentialsRejected', false);
 
@@ -135,7 +136,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const specText = readFileSync(specPath, 'utf8');
   app.get('/api/openapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(specText));
 
-  const handlers = buildHandlers(ctx, deps.throttle ?? new LoginThrottle());
+  const handlers = buildHandlers(ctx, throttle);
   const security = securityByOperation(spec);
   const bodies = requiredBodies(spec);
   const schemeHandlers = securityHandlers(app, auth);

@@ -7,13 +7,16 @@
 // with no credential is 401 with WWW-Authenticate.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/authenticator.js';
-import { problems } from './problem.js';
+import { problems, type Problem } from './problem.js';
+import type { LoginThrottle } from '../auth/throttle.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
     /** an Authorization header was sent on a public operation and did not authenticate */
     credentialsRejected: boolean;
+    /** set when authentication must answer something other than 401 (429 throttled) */
+    authProblem?: Problem;
   }
 }
 
@@ -28,9 +31,11 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
       if (!header || !/^\s*basic\s/i.test(header)) return 'absent';
       // @fastify/basic-auth parses the header (RFC 7617, UTF-8); its validate callback
       // stores the principal on the request.
-      return new Promise((resolve) => {
+      const result = await new Promise<Principal | null>((resolve) => {
         app.basicAuth(req, reply, (err?: Error) => resolve(err ? null : req.principal));
       });
+      if (req.authProblem) throw req.authProblem;
+      return result;
     },
     async bearerAuth(req) {
       const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
@@ -45,12 +50,25 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
   };
 }
 
-export function registerBasicAuth(app: FastifyInstance, auth: Authenticator): Promise<void> {
+/**
+ * Basic credentials are a login on every call, so they are throttled like POST /session:
+ * failures count per address and per (account, address); a throttled caller gets 429.
+ */
+export function registerBasicAuth(app: FastifyInstance, auth: Authenticator, throttle: LoginThrottle): Promise<void> {
   return app.register(import('@fastify/basic-auth'), {
     authenticate: false,
     async validate(username: string, password: string, req: FastifyRequest) {
+      const wait = throttle.retryAfter(req.ip, username);
+      if (wait > 0) {
+        req.authProblem = problems.tooManyRequests(wait);
+        throw req.authProblem;
+      }
       const principal = await auth.basic(username, password);
-      if (!principal) throw new Error('bad credentials');
+      if (!principal) {
+        throttle.failed(req.ip, username);
+        throw new Error('bad credentials');
+      }
+      throttle.succeeded(req.ip, username);
       req.principal = principal;
     },
   }) as unknown as Promise<void>;

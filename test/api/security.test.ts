@@ -80,3 +80,19 @@ t.test('when callsigns look like SQL, patterns or other spellings, then they are
   t.same(hit, [ids["E1'; DROP TABLE devices;--"], ids['A\u0308RZT'], ids['%'], ids['E_1']].sort((a, b) => a! - b!), 'E11 is matched by neither E1% nor E1_');
   t.equal(json(await app.inject({ method: 'GET', url: '/api/devices', headers: { authorization: adminAuth() } })).length, 5, 'the devices table is still there');
 });
+
+t.test('when Basic credentials fail repeatedly, then they are throttled like logins', async (t) => {
+  let now = 1_000_000;
+  const throttle = new LoginThrottle({ freeFailures: 2, windowMs: 15 * 60_000, addressFailures: 20, now: () => now });
+  const { app } = await makeApp(t, { throttle });
+  const get = (password: string, remoteAddress: string) =>
+    app.inject({ method: 'GET', url: '/api/incidents', headers: { authorization: basic(ADMIN.email, password) }, remoteAddress });
+  t.equal((await get('wrong', '10.0.0.7')).statusCode, 401);
+  t.equal((await get('wrong', '10.0.0.7')).statusCode, 401);
+  const blocked = await get(ADMIN.password, '10.0.0.7');
+  t.equal(blocked.statusCode, 429);
+  t.match(blocked.headers['retry-after'], /^\d+$/);
+  t.equal((await get(ADMIN.password, '10.0.0.8')).statusCode, 200, 'another address is not blocked');
+  now += 60_000;
+  t.equal((await get(ADMIN.password, '10.0.0.7')).statusCode, 200);
+});
