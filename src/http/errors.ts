@@ -45,6 +45,10 @@ export function payloadTooLarge(): Problem {
   return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over 1 MiB.');
 }
 
+const unsupportedMediaType = () =>
+  new Problem(415, 'unsupported-media-type', 'Unsupported Media Type', 'This operation does not take a body of that Content-Type.');
+
+/** fastify's own errors (validation, body parsing) as problems; null for anything else */
 function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {
   if (err instanceof Problem) return err;
   if (err.validation) {
@@ -52,28 +56,13 @@ function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validation
     const first = errors[0];
     return problems.badRequest(first ? `${first.path} ${first.message}` : 'The request is invalid.', errors);
   }
-  switch (err.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return payloadTooLarge();
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      if (err.statusCode === 415)
-        return new Problem(415, 'unsupported-media-type', 'Unsupported Media Type', 'This operation does not take a body of that Content-Type.');
-      break;
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return problems.badRequest('The JSON body is empty.', [{ path: '/body', message: 'is required' }]);
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return problems.badRequest('The body is not valid JSON.', [{ path: '/body', message: 'is not valid JSON' }]);
-    default:
-      break;
-  }
-  if (err.statusCode === 415) {
-    return new Problem(415, 'unsupported-media-type', 'Unsupported Media Type', 'This operation does not take a body of that Content-Type.');
-  }
+  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return payloadTooLarge();
+  if (err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return problems.badRequest('The JSON body is empty.', [{ path: '/body', message: 'is required' }]);
+  if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return problems.badRequest('The body is not valid JSON.', [{ path: '/body', message: 'is not valid JSON' }]);
+  if (err.statusCode === 415) return unsupportedMediaType();
   if (err.statusCode === 400 && err.code?.startsWith('FST_ERR_CTP')) {
     return problems.badRequest('The body could not be read.', [{ path: '/body', message: err.message }]);
   }
-  if (err.statusCode === 400 && err.code === 'FST_ERR_CTP_INVALID_CONTENT_LENGTH') return problems.badRequest('Bad Content-Length.');
   return null;
 }
 
