@@ -32,3 +32,16 @@ t.test('when a 204 carries a body, then the contract reports it', async (t) => {
   const v = contractViolation('DELETE', '/api/incidents/1', { statusCode: 204, headers: {}, body: 'oops' });
   t.match(v, /declares no body/);
 });
+
+t.test('when a deliberately wrong route answers through a real server, then the contract layer rejects it', async (t) => {
+  const { default: Fastify } = await import('fastify');
+  const app = Fastify();
+  t.teardown(() => app.close());
+  // a fixture route at a spec path that returns an extra field, and one with a wrong status
+  app.get('/api/incidents/:id', async () => ({ ...incident, leaked: 'x' }));
+  app.delete('/api/incidents/:id', async (_req, reply) => reply.code(200).send({ ok: true }));
+  const extra = await app.inject({ method: 'GET', url: '/api/incidents/1' });
+  t.match(contractViolation('GET', '/api/incidents/1', extra), /getIncident 200: body does not match the schema: data must NOT have additional properties/);
+  const wrong = await app.inject({ method: 'DELETE', url: '/api/incidents/1' });
+  t.match(contractViolation('DELETE', '/api/incidents/1', wrong), /deleteIncident: status 200 is not declared/);
+});
