@@ -2,9 +2,10 @@
 // (glue's own security handlers run after validation, which would tell an anonymous caller
 // the body rules). The security handlers are named after the spec's securitySchemes.
 //
-// Rules: an Authorization header must authenticate (else 401, even on public operations that
-// take one, such as GET /session); without one, a session cookie may; a protected operation
-// with no credential is 401 with WWW-Authenticate.
+// Rules: on a protected operation an Authorization header must authenticate (else 401);
+// without one, a session cookie may; no credential at all is 401 with WWW-Authenticate. On a
+// public operation a header that does not authenticate is only noted (GET /session then
+// answers 401). Throttled Basic credentials are 429 everywhere.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/authenticator.js';
 import { problems, type Problem } from './problem.js';
