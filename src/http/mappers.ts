@@ -48,9 +48,3 @@ export function publicDevice(d: DeviceRecord): Schemas['Device'] {
     attributes: json(d.attributes),
   };
 }
-
-/** RFC 3339 in (any offset), UTC with milliseconds out. */
-export function utc(value: string | null | undefined): string | null {
-  if (value === null || value === undefined) return null;
-  return new Date(value).toISOString();
-}

@@ -11,11 +11,3 @@ export interface PushHub {
   deviceGone(deviceId: number): void;
   close(): Promise<void>;
 }
-
-/** No sockets: every device is offline and pushes stay PENDING in the outbox. */
-export class OfflineHub implements PushHub {
-  readonly online: ReadonlySet<number> = new Set();
-  written(): void {}
-  deviceGone(): void {}
-  async close(): Promise<void> {}
-}

@@ -32,12 +32,20 @@ export class IdentityStore {
   private readonly byEmail;
   private readonly tokenByHash;
   private readonly sessionByHash;
+  private readonly reachDevice;
+  private readonly reachIncident;
 
   constructor(private readonly db: Db) {
     this.byId = db.select().from(users).where(eq(users.id, sql.placeholder('id'))).prepare();
     this.byEmail = db.select().from(users).where(eq(users.emailKey, sql.placeholder('key'))).prepare();
     this.tokenByHash = db.select().from(tokens).where(eq(tokens.hash, sql.placeholder('hash'))).prepare();
     this.sessionByHash = db.select().from(sessions).where(eq(sessions.hash, sql.placeholder('hash'))).prepare();
+    const linkedOrManaged = (table: string, column: string) =>
+      db.$client.prepare(
+        `SELECT 1 FROM ${table} WHERE ${column} = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
+      );
+    this.reachDevice = linkedOrManaged('user_devices', 'device_id');
+    this.reachIncident = linkedOrManaged('user_incidents', 'incident_id');
   }
 
   /** runs fn in one transaction (a savepoint when nested) */
@@ -114,23 +122,11 @@ export class IdentityStore {
 
   /** A device linked to the user or to a user it manages. */
   reachesDevice(userId: number, deviceId: number): boolean {
-    return (
-      this.db.$client
-        .prepare(
-          `SELECT 1 FROM user_devices WHERE device_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
-        )
-        .get(deviceId, userId, userId) !== undefined
-    );
+    return this.reachDevice.get(deviceId, userId, userId) !== undefined;
   }
   /** An incident linked to the user or to a user it manages. */
   reachesIncident(userId: number, incidentId: number): boolean {
-    return (
-      this.db.$client
-        .prepare(
-          `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
-        )
-        .get(incidentId, userId, userId) !== undefined
-    );
+    return this.reachIncident.get(incidentId, userId, userId) !== undefined;
   }
 
   // ---- devices

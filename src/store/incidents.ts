@@ -19,6 +19,7 @@ import {
   type UpdateBody,
 } from '../domain/incident.js';
 import type { Db } from './db.js';
+import { utc } from '../clock.js';
 import type { UserRecord } from './identity.js';
 
 export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
@@ -99,11 +100,6 @@ function toIncident(row: IncidentRow, resources: string[]): Incident {
   };
 }
 
-/** RFC 3339 with any offset in, UTC with milliseconds stored and returned. */
-function utc(v: string | null | undefined): string | null {
-  return v === null || v === undefined ? null : new Date(v).toISOString();
-}
-
 function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?: string | null; timeUpdated?: string | null }>(body: T): T {
   return { ...body, timeOfOrigin: utc(body.timeOfOrigin), timeReceived: utc(body.timeReceived), timeUpdated: utc(body.timeUpdated) };
 }
@@ -168,6 +164,17 @@ export class IncidentStore {
   /** fn in a transaction of its own, or as part of the caller's (group commit gives each op a savepoint) */
   private atomically<T>(fn: () => T): T {
     return this.sqlite.inTransaction ? fn() : this.sqlite.transaction(fn)();
+  }
+
+  /** list and event queries are built from their filters; each shape is prepared once */
+  private readonly dynamic = new Map<string, Database.Statement>();
+  private prepared(sql: string): Database.Statement {
+    let st = this.dynamic.get(sql);
+    if (!st) {
+      st = this.sqlite.prepare(sql);
+      if (this.dynamic.size < 256) this.dynamic.set(sql, st);
+    }
+    return st;
   }
 
   exists(id: number): boolean {
@@ -344,13 +351,12 @@ export class IncidentStore {
     const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
       .map((c) => `i.${c}`)
       .join(', ')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ? OFFSET ?`;
-    const rows = this.sqlite.prepare(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
+    const rows = this.prepared(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
     const more = rows.length > filter.limit;
     const page = more ? rows.slice(0, filter.limit) : rows;
     const byIncident = new Map<number, string[]>();
     if (page.length > 0) {
-      const res = this.sqlite
-        .prepare(`SELECT incident_id AS id, callsign FROM incident_resources WHERE incident_id IN (${page.map(() => '?').join(',')}) ORDER BY incident_id, position`)
+      const res = this.prepared(`SELECT incident_id AS id, callsign FROM incident_resources WHERE incident_id IN (${page.map(() => '?').join(',')}) ORDER BY incident_id, position`)
         .all(...page.map((r) => r.id)) as { id: number; callsign: string }[];
       for (const r of res) {
         const list = byIncident.get(r.id);
@@ -385,8 +391,8 @@ export class IncidentStore {
       where.push('e.event_time < ?');
       args.push(new Date(filter.to).toISOString());
     }
-    const rows = this.sqlite
-      .prepare(
+    const rows = this
+      .prepared(
         `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
                 p.state, p.attempts
          FROM events e JOIN pushes p ON p.id = e.id

@@ -3,7 +3,8 @@ import { hashPassword } from '../../auth/secrets.js';
 import { UniqueViolation, type UserRecord } from '../../store/identity.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
-import { publicUser, utc } from '../mappers.js';
+import { publicUser } from '../mappers.js';
+import { utc } from '../../clock.js';
 import type { Handler, Schemas } from '../types.js';
 import { requireWritable, type Context } from './context.js';
 
