@@ -37,7 +37,6 @@ export class PushStore {
       expire: p(`UPDATE pushes SET state = 'EXPIRED' WHERE state = 'PENDING' AND created_at < ?`),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
-      deviceUsable: p(`SELECT 1 FROM devices WHERE id = ? AND disabled = 0`).pluck(),
     };
   }
 
@@ -71,9 +70,5 @@ export class PushStore {
   /** after a restart nobody is connected */
   resetPresence(): void {
     this.st.resetPresence.run();
-  }
-
-  deviceUsable(deviceId: number): boolean {
-    return this.st.deviceUsable.get(deviceId) !== undefined;
   }
 }
