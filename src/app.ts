@@ -12,7 +12,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import openapiGlue from 'fastify-openapi-glue';
 import { Access } from './auth/access.js';
-import { Authenticator } from './auth/authenticator.js';
+import { Authenticator, SESSION_IDLE_MS } from './auth/authenticator.js';
 import { bootstrapAdministrator } from './auth/bootstrap.js';
 import { LoginThrottle } from './auth/throttle.js';
 import { systemClock, type Clock } from './clock.js';
@@ -84,7 +84,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   installErrorHandling(app);
   // 413 is decided from Content-Length before any byte of the body is read, and answered
   // on a connection that stays usable (fastify's own limit fires mid-stream and closes it).
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
+    // every answer names the request id its log lines carry (a 500 tells the caller to quote it)
+    reply.header('x-request-id', req.id);
     const length = Number(req.headers['content-length'] ?? 0);
     if (length > BODY_LIMIT) throw payloadTooLarge();
   });
@@ -163,7 +165,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     hub,
     userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
   });
+  // sessions idle for longer than their expiry are removed hourly (they are refused anyway)
+  const sweepSessions = () => {
+    const removed = identity.deleteSessionsIdleSince(new Date(clock.now().getTime() - SESSION_IDLE_MS).toISOString());
+    if (removed > 0) app.log.info({ removed }, 'expired sessions removed');
+  };
+  const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
   app.addHook('preClose', async () => {
+    clearInterval(sessionSweep);
     app.log.info({ groupCommit: ctx.writes.stats }, 'write groups committed');
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);

@@ -1,6 +1,6 @@
 // Users, devices, the links between them, tokens and sessions. The only code that reads or
 // writes those tables.
-import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
 
@@ -248,6 +248,9 @@ export class IdentityStore {
   deleteSession(id: number): void {
     this.generation++;
     this.db.delete(sessions).where(eq(sessions.id, id)).run();
+  }
+  deleteSessionsIdleSince(before: string): number {
+    return this.db.delete(sessions).where(lt(sessions.lastSeenAt, before)).run().changes;
   }
   /** ends every session of the user, except `keepId` */
   deleteSessionsOf(userId: number, keepId?: number): void {

@@ -247,3 +247,13 @@ t.test('POST /session/token/revoke', async (t) => {
     t.equal((await app.inject({ method: 'GET', url: '/api/session', headers: { authorization: bearer(token) } })).statusCode, 401);
   });
 });
+
+t.test('when sessions idle past their expiry, then the store can sweep them', async (t) => {
+  const clock = new FakeClock();
+  const { app, db } = await makeApp(t, { clock });
+  await app.inject({ method: 'POST', url: '/api/session', headers: form, payload: loginBody(ADMIN.email, ADMIN.password) });
+  const { IdentityStore } = await import('../../src/store/identity.js');
+  const identity = new IdentityStore(db);
+  t.equal(identity.deleteSessionsIdleSince('2026-11-22T11:00:00.000Z'), 0, 'a fresh session stays');
+  t.equal(identity.deleteSessionsIdleSince('2026-11-30T00:00:00.000Z'), 1, 'an idle one goes');
+});

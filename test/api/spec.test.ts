@@ -44,3 +44,11 @@ t.test('when health is asked, then 200 with the database state and version, with
   t.equal(down.statusCode, 503);
   t.same(JSON.parse(down.body), { status: 'unavailable', database: 'unavailable', version: '6.14.5-cad.1' });
 });
+
+t.test('when any request is answered, then it carries the request id its log lines use', async (t) => {
+  const { app } = await makeApp(t);
+  const mine = await app.inject({ method: 'GET', url: '/api/health', headers: { 'x-request-id': 'cad-req-42' } });
+  t.equal(mine.headers['x-request-id'], 'cad-req-42', 'a caller-sent id is kept');
+  const generated = await app.inject({ method: 'GET', url: '/api/incidents' });
+  t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'otherwise one is made, also on errors');
+});
