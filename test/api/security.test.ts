@@ -96,3 +96,17 @@ t.test('when Basic credentials fail repeatedly, then they are throttled like log
   now += 60_000;
   t.equal((await get(ADMIN.password, '10.0.0.7')).statusCode, 200);
 });
+
+t.test('when requests carry credentials, then none of them reaches the log', async (t) => {
+  const { Writable } = await import('node:stream');
+  const { loggerOptions } = await import('../../src/app.js');
+  const lines: string[] = [];
+  const stream = new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) });
+  const { app } = await makeApp(t, { logger: { ...(loggerOptions('info') as object), stream } });
+  await app.inject({ method: 'GET', url: '/api/session?token=SECRET-QUERY-TOKEN', headers: { cookie: 'JSESSIONID=SECRET-COOKIE' } });
+  await app.inject({ method: 'GET', url: '/api/incidents', headers: { authorization: 'Bearer SECRET-BEARER' } });
+  await app.inject({ method: 'POST', url: '/api/session', headers: form, payload: login(ADMIN.email, 'SECRET-PASSWORD') });
+  const log = lines.join('');
+  t.match(log, /incoming request/, 'requests are logged');
+  t.notMatch(log, /SECRET/, 'no token, cookie, bearer or password in the log');
+});
