@@ -52,3 +52,20 @@ t.test('when any request is answered, then it carries the request id its log lin
   const generated = await app.inject({ method: 'GET', url: '/api/incidents' });
   t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'otherwise one is made, also on errors');
 });
+
+t.test('when any protected operation is called without credentials, then 401 problem+json with WWW-Authenticate', async (t) => {
+  const { app } = await makeApp(t);
+  let checked = 0;
+  for (const [path, item] of Object.entries(spec.paths as Record<string, Record<string, { security?: unknown[]; operationId?: string }>>)) {
+    for (const method of ['get', 'post', 'put', 'delete']) {
+      const op = item[method];
+      if (!op || (Array.isArray(op.security) && op.security.length === 0)) continue;
+      const res = await app.inject({ method: method.toUpperCase() as 'GET', url: `/api${path.replace('{id}', '1')}`, payload: method === 'get' || method === 'delete' ? undefined : { bogus: true } });
+      t.equal(res.statusCode, 401, `${op.operationId}`);
+      t.equal(res.headers['www-authenticate'], 'Basic realm="api", Bearer', `${op.operationId} challenges`);
+      t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+      checked++;
+    }
+  }
+  t.equal(checked, 26, 'every protected operation');
+});
