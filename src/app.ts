@@ -24,9 +24,9 @@ import { GroupCommitter } from './store/group-commit.js';
 import { PushStore } from './store/pushes.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
-import { installErrorHandling, payloadTooLarge } from './http/errors.js';
+import { installErrorHandling, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
-import { loadSpec, requiredBodies, securityByOperation } from './http/spec.js';
+import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
 import { validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
@@ -60,13 +60,26 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
-function requireBody(types: string[]) {
+/**
+ * fastify validates a body only against the schema of its own Content-Type: a JSON body sent
+ * to a form operation (or a form body to a JSON one) would reach the handler unvalidated.
+ * So a body must be of a declared media type (else 415), and a required body must be there.
+ */
+function checkBody(rule: BodyRule) {
   return async (req: FastifyRequest) => {
-    if (req.body === undefined || req.body === null) {
-      throw problems.badRequest(`A request body is required (Content-Type: ${types.join(' or ')}).`, [{ path: '/body', message: 'is required' }]);
+    const header = req.headers['content-type'];
+    if (header !== undefined && req.body !== undefined) {
+      const mediaType = header.split(';', 1)[0]!.trim().toLowerCase();
+      if (!rule.mediaTypes.includes(mediaType)) throw unsupportedMediaType(rule.mediaTypes);
+    }
+    if (rule.required && (req.body === undefined || req.body === null)) {
+      throw problems.badRequest(`A request body is required (Content-Type: ${rule.mediaTypes.join(' or ')}).`, [{ path: '/body', message: 'is required' }]);
     }
   };
 }
+
+/** Public operations that look at an Authorization header (the others ignore it: no 401/429). */
+const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, db } = deps;
@@ -140,7 +153,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   const handlers = buildHandlers(ctx, throttle);
   const security = securityByOperation(spec);
-  const bodies = requiredBodies(spec);
+  const bodies = requestBodies(spec);
   const schemeHandlers = securityHandlers(app, auth);
   await app.register(openapiGlue, {
     specification: spec,
@@ -148,12 +161,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     operationResolver: ((operationId: string) => {
       const handler = (handlers as unknown as Record<string, unknown>)[operationId];
       if (typeof handler !== 'function') throw new Error(`no handler for operation ${operationId}`);
-      const bodyTypes = bodies.get(operationId);
+      const body = bodies.get(operationId);
+      const schemes = security.get(operationId) ?? [];
+      const readsCredentials = schemes.length > 0 || PUBLIC_READING_CREDENTIALS.has(operationId);
       return {
-        onRequest: authenticationHook(schemeHandlers, security.get(operationId) ?? []),
-        // fastify validates a body only against the schema of its Content-Type; a request
-        // with no body at all would reach the handler without one
-        ...(bodyTypes ? { preValidation: requireBody(bodyTypes) } : {}),
+        ...(readsCredentials ? { onRequest: authenticationHook(schemeHandlers, schemes) } : {}),
+        ...(body ? { preValidation: checkBody(body) } : {}),
         handler,
       };
     }) as never,

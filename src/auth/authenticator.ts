@@ -1,7 +1,7 @@
 // Who is calling: resolves Basic credentials, bearer tokens and session cookies to a user,
 // and mints tokens and sessions. Disabled and expired users never authenticate.
 import type { Clock } from '../clock.js';
-import { iso } from '../clock.js';
+import { instant, iso } from '../clock.js';
 import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../store/identity.js';
 import { hashPassword, looksLikeSecret, newSecret, sha256, verifyPassword } from './secrets.js';
 
@@ -49,18 +49,20 @@ export class Authenticator {
     private readonly tokenDefaultDays: number,
   ) {}
 
-  usable(user: UserRecord): boolean {
+  usable(user: Pick<UserRecord, 'disabled' | 'expirationTime'>): boolean {
     if (user.disabled) return false;
     return user.expirationTime === null || Date.parse(user.expirationTime) > this.clock.now().getTime();
   }
 
   /** Checks email + password. Returns the user, or null for unknown/wrong/disabled. */
   async checkPassword(email: string, password: string): Promise<UserRecord | null> {
-    const cacheKey = sha256(`${email.trim().toLowerCase()}\u0000${password}`);
+    const emailKey = email.trim().toLowerCase();
+    const cacheKey = sha256(`${emailKey}\u0000${password}`);
     const cached = this.basicCache.get(cacheKey);
     if (cached) {
       const user = this.identity.userById(cached.userId);
-      if (user && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
+      // the same user, still under this email, still with this password
+      if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
       this.basicCache.delete(cacheKey);
     }
     const user = this.identity.userByEmail(email);
@@ -160,8 +162,9 @@ export class Authenticator {
     if (expiration === undefined) {
       expiresAt = now + this.tokenDefaultDays * 86400_000;
     } else {
-      expiresAt = Date.parse(expiration);
-      if (Number.isNaN(expiresAt)) return { ok: false, reason: 'invalid' };
+      const at = instant(expiration);
+      if (at === null) return { ok: false, reason: 'invalid' };
+      expiresAt = at;
       if (expiresAt <= now) return { ok: false, reason: 'past' };
     }
     if (principal.token?.expiresAt) expiresAt = Math.min(expiresAt, Date.parse(principal.token.expiresAt));

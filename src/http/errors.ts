@@ -45,8 +45,15 @@ export function payloadTooLarge(): Problem {
   return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over 1 MiB.');
 }
 
-const unsupportedMediaType = () =>
-  new Problem(415, 'unsupported-media-type', 'Unsupported Media Type', 'This operation does not take a body of that Content-Type.');
+export const unsupportedMediaType = (accepted?: readonly string[]) =>
+  new Problem(
+    415,
+    'unsupported-media-type',
+    'Unsupported Media Type',
+    accepted?.length
+      ? `This operation takes a body of Content-Type ${accepted.join(' or ')}.`
+      : 'This operation does not take a body of that Content-Type.',
+  );
 
 /** fastify's own errors (validation, body parsing) as problems; null for anything else */
 function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {

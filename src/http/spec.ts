@@ -40,13 +40,22 @@ export function securityByOperation(doc: OpenApiDocument): Map<string, string[]>
   return out;
 }
 
-/** operationId -> the media types of its required request body (absent: no body required) */
-export function requiredBodies(doc: OpenApiDocument): Map<string, string[]> {
-  const out = new Map<string, string[]>();
+export interface BodyRule {
+  required: boolean;
+  /** the declared media types, lower case, without parameters */
+  mediaTypes: string[];
+}
+
+/** operationId -> what its request body may be (absent: the operation takes no body) */
+export function requestBodies(doc: OpenApiDocument): Map<string, BodyRule> {
+  const out = new Map<string, BodyRule>();
   for (const item of Object.values(doc.paths)) {
     for (const [method, op] of Object.entries(item)) {
-      if (!METHODS.has(method) || !op.operationId || !op.requestBody?.required) continue;
-      out.set(op.operationId, Object.keys(op.requestBody.content ?? {}));
+      if (!METHODS.has(method) || !op.operationId || !op.requestBody) continue;
+      out.set(op.operationId, {
+        required: op.requestBody.required === true,
+        mediaTypes: Object.keys(op.requestBody.content ?? {}).map((t) => t.toLowerCase()),
+      });
     }
   }
   return out;

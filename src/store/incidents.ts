@@ -346,7 +346,7 @@ export class IncidentStore {
     }
     if (filter.updatedSince !== undefined) {
       where.push('i.stored_at >= ?');
-      args.push(new Date(filter.updatedSince).toISOString());
+      args.push(utc(filter.updatedSince));
     }
     const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
       .map((c) => `i.${c}`)
@@ -385,11 +385,11 @@ export class IncidentStore {
     eq('e.type', filter.type);
     if (filter.from !== undefined) {
       where.push('e.event_time >= ?');
-      args.push(new Date(filter.from).toISOString());
+      args.push(utc(filter.from));
     }
     if (filter.to !== undefined) {
       where.push('e.event_time < ?');
-      args.push(new Date(filter.to).toISOString());
+      args.push(utc(filter.to));
     }
     const rows = this
       .prepared(
