@@ -1,6 +1,6 @@
 // Users, devices, the links between them, tokens and sessions. The only code that reads or
 // writes those tables.
-import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
 
@@ -57,11 +57,23 @@ export class IdentityStore {
   countUsers(): number {
     return this.db.select({ n: sql<number>`count(*)` }).from(users).get()!.n;
   }
-  countAdministrators(): number {
+  /**
+   * Administrators who can still administer at `nowIso`: enabled, not readonly, not expired
+   * (other than `exceptId`). The service must always keep one.
+   */
+  countWorkingAdministrators(nowIso: string, exceptId: number): number {
     return this.db
       .select({ n: sql<number>`count(*)` })
       .from(users)
-      .where(and(eq(users.administrator, true), eq(users.disabled, false)))
+      .where(
+        and(
+          eq(users.administrator, true),
+          eq(users.disabled, false),
+          eq(users.readonly, false),
+          or(isNull(users.expirationTime), gt(users.expirationTime, nowIso)),
+          ne(users.id, exceptId),
+        ),
+      )
       .get()!.n;
   }
   userById(id: number): UserRecord | undefined {

@@ -16,16 +16,16 @@ function parse(body: Schemas['Permission']): Link {
 export class PermissionHandlers {
   constructor(private readonly ctx: Context) {}
 
-  /** 404 for a missing user or object, then 403 unless the caller may make this link */
+  /** 404 for a missing user or object, then 403 for a readonly caller or unless the caller may make this link */
   private check(p: Principal, link: Link): void {
     const { identity, access } = this.ctx;
-    requireWritable(p);
     const me = p.user;
     const owner = identity.userById(link.userId);
     if (!owner) throw problems.notFound(`No user ${link.userId}.`);
     const exists =
       link.kind === 'device' ? identity.deviceById(link.id) : link.kind === 'managedUser' ? identity.userById(link.id) : this.ctx.incidents.exists(link.id);
     if (!exists) throw problems.notFound(`No ${link.kind === 'managedUser' ? 'user' : link.kind} ${link.id}.`);
+    requireWritable(p);
     if (me.administrator) return;
     const ownsUser = owner.id === me.id || (access.isManager(me) && identity.manages(me.id, owner.id));
     if (!ownsUser) throw problems.forbidden('You may only link yourself or users you manage.');

@@ -61,7 +61,8 @@ export class SessionHandlers {
   };
 
   openSessionAsUser: Handler<'openSessionAsUser'> = async (req, reply) => {
-    const me = caller(req).user;
+    const p = caller(req);
+    const me = p.user;
     const target = this.ctx.identity.userById(req.params.id);
     if (!target) throw problems.notFound(`No user ${req.params.id}.`);
     const allowed =
@@ -70,7 +71,10 @@ export class SessionHandlers {
       (this.ctx.access.isManager(me) && !target.administrator && target.userLimit === 0 && this.ctx.identity.manages(me.id, target.id));
     if (!allowed) throw problems.unauthorized('Only an administrator, or the manager of this user, may open a session as it.');
     if (!this.ctx.auth.usable(target)) throw problems.unauthorized('That user is disabled or expired.');
-    this.setCookie(req, reply, this.ctx.auth.openSession(target.id, { impersonatorId: me.id === target.id ? null : me.id }));
+    // The new session is bound to the caller's token (it ends with it, as any session opened
+    // from a token does), and a "self" session opened while impersonating keeps its impersonator.
+    const impersonatorId = me.id === target.id ? (p.session?.impersonatorId ?? null) : me.id;
+    this.setCookie(req, reply, this.ctx.auth.openSession(target.id, { token: p.token, impersonatorId }));
     req.log.warn({ impersonator: me.id, user: target.id }, 'session opened as another user');
     return publicUser(target);
   };

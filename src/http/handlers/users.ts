@@ -32,6 +32,15 @@ function emailTaken(): never {
 export class UserHandlers {
   constructor(private readonly ctx: Context) {}
 
+  /** can this user administer now (enabled, writable, not expired)? */
+  private administers(u: Pick<UserRecord, 'administrator' | 'readonly' | 'disabled' | 'expirationTime'>): boolean {
+    return u.administrator && !u.readonly && this.ctx.auth.usable(u);
+  }
+
+  private otherAdministrators(exceptId: number): number {
+    return this.ctx.identity.countWorkingAdministrators(this.ctx.clock.now().toISOString(), exceptId);
+  }
+
   listUsers: Handler<'listUsers'> = async (req) => {
     const me = caller(req).user;
     const { userId } = req.query;
@@ -85,9 +94,9 @@ export class UserHandlers {
   updateUser: Handler<'updateUser'> = async (req) => {
     const p = caller(req);
     const me = p.user;
-    requireWritable(p);
     const target = this.ctx.identity.userById(req.params.id);
     if (!target) throw problems.notFound(`No user ${req.params.id}.`);
+    requireWritable(p);
     const isSelf = me.id === target.id;
     if (!isSelf && !this.ctx.access.canManageUser(me, target)) throw problems.forbidden('You may not change this user.');
     const body = req.body;
@@ -98,12 +107,17 @@ export class UserHandlers {
         if (isSelf || MANAGER_MAY_NOT.has(field)) throw problems.forbidden(`Only an administrator may change \`${field}\`.`);
       }
     }
-    const demoted = target.administrator && (changes.administrator === false || changes.disabled === true);
+    // demoted: a working administrator stops being one (administrator false, disabled,
+    // readonly, or expired by a past expirationTime)
+    const demoted = this.administers(target) && !this.administers({ ...target, ...changes });
     const passwordHash = body.password !== undefined ? await hashPassword(body.password) : undefined;
     try {
       const updated = this.ctx.identity.transaction(() => {
-        if (demoted && this.ctx.identity.countAdministrators() <= 1) {
-          throw problems.conflict('last-administrator', 'This is the last enabled administrator: it cannot be demoted or disabled.');
+        if (demoted && this.otherAdministrators(target.id) === 0) {
+          throw problems.conflict(
+            'last-administrator',
+            'This is the last working administrator: it cannot be demoted, disabled, made readonly or expired.',
+          );
         }
         const user = this.ctx.identity.updateUser(target.id, { ...changes, ...(passwordHash ? { passwordHash } : {}) });
         if (user.disabled && !target.disabled) this.ctx.identity.deleteSessionsOf(user.id);
@@ -122,13 +136,13 @@ export class UserHandlers {
   deleteUser: Handler<'deleteUser'> = async (req, reply) => {
     const p = caller(req);
     const me = p.user;
-    requireWritable(p);
     const target = this.ctx.identity.userById(req.params.id);
     if (!target) throw problems.notFound(`No user ${req.params.id}.`);
+    requireWritable(p);
     if (!this.ctx.access.canManageUser(me, target)) throw problems.forbidden('You may not delete this user.');
     this.ctx.identity.transaction(() => {
-      if (target.administrator && !target.disabled && this.ctx.identity.countAdministrators() <= 1) {
-        throw problems.conflict('last-administrator', 'This is the last enabled administrator: it cannot be deleted.');
+      if (this.administers(target) && this.otherAdministrators(target.id) === 0) {
+        throw problems.conflict('last-administrator', 'This is the last working administrator: it cannot be deleted.');
       }
       this.ctx.identity.deleteUser(target.id);
     });
