@@ -104,6 +104,10 @@ function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?:
   return { ...body, timeOfOrigin: utc(body.timeOfOrigin), timeReceived: utc(body.timeReceived), timeUpdated: utc(body.timeUpdated) };
 }
 
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
 /** callsign errors are 400s: they come before any lookup (error order 400 → 404 → 403 → 409) */
 function invalidCallsigns(resources: readonly string[] | null | undefined): Outcome | null {
   const r = normaliseCallsigns(resources);
@@ -145,8 +149,11 @@ export class IncidentStore {
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
       insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES (?, ?, ?, ?, ?, ?)`),
       insertPush: p(`INSERT INTO pushes (id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      // push id = event id; the incident's events are found through events_incident
       supersedeAssign: p(
-        `UPDATE pushes SET state = 'SUPERSEDED' WHERE device_id = ? AND incident_id = ? AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
+        `UPDATE pushes SET state = 'SUPERSEDED'
+           WHERE id IN (SELECT id FROM events WHERE incident_id = @incidentId AND +device_id = @deviceId AND type = 'incidentAssigned')
+             AND device_id = @deviceId AND incident_id = @incidentId AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
       ),
       matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),
       matchReachable: p(
@@ -177,6 +184,23 @@ export class IncidentStore {
     return st;
   }
 
+  // GET /incidents/{id} is the hot read: incidents as last read, by id. Only this store writes
+  // incidents and their resources, and it drops an entry whenever it writes that incident
+  // (inside the write transaction, so a read after COMMIT, or after a rollback, re-reads).
+  private readonly cache = new Map<number, Incident>();
+  private static readonly CACHE_MAX = 10_000;
+
+  private cached(id: number): Incident | undefined {
+    const hit = this.cache.get(id);
+    if (hit) return hit;
+    const row = this.st.byId.get(id) as IncidentRow | undefined;
+    if (!row) return undefined;
+    const incident = this.load(row);
+    if (this.cache.size >= IncidentStore.CACHE_MAX) this.cache.clear();
+    this.cache.set(id, incident);
+    return incident;
+  }
+
   exists(id: number): boolean {
     return this.st.exists.get(id) !== undefined;
   }
@@ -191,10 +215,10 @@ export class IncidentStore {
 
   /** the incident, if the caller has permission on it */
   get(caller: UserRecord, id: number): Incident | 'NOT_FOUND' | 'FORBIDDEN' {
-    const row = this.st.byId.get(id) as IncidentRow | undefined;
-    if (!row) return 'NOT_FOUND';
+    const incident = this.cached(id);
+    if (!incident) return 'NOT_FOUND';
     if (!this.reaches(caller, id)) return 'FORBIDDEN';
-    return this.load(row);
+    return incident;
   }
 
   private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined) {
@@ -238,7 +262,7 @@ export class IncidentStore {
       if (e.type === 'incidentAssigned') {
         this.st.insertPush.run(eventId, e.deviceId, incident.id, 'assign', 'PENDING', now);
       } else {
-        const superseded = this.st.supersedeAssign.run(e.deviceId, incident.id).changes > 0;
+        const superseded = this.st.supersedeAssign.run({ deviceId: e.deviceId, incidentId: incident.id }).changes > 0;
         state = superseded ? 'SUPERSEDED' : 'PENDING';
         this.st.insertPush.run(eventId, e.deviceId, incident.id, 'standDown', state, now);
       }
@@ -294,8 +318,10 @@ export class IncidentStore {
         }
       }
       const incident = outcome.plan.incident;
+      this.cache.delete(row.id);
       this.st.update.run({ ...incident, storedAt: now });
-      this.writeResources(row.id, incident.resources);
+      // most CAD updates change a description or priority, not the callsigns
+      if (!sameList(stored.resources, incident.resources)) this.writeResources(row.id, incident.resources);
       this.writeAssignments(row.id, previous, outcome.plan.assignments);
       return this.finish(outcome.plan, now);
     });
@@ -310,6 +336,7 @@ export class IncidentStore {
       const stored = this.load(row);
       const plan = planDelete(stored, this.st.assignments.all(id) as Assignment[], { online: this.presence.online });
       const result = this.finish(plan, now);
+      this.cache.delete(id);
       this.st.delete.run(id);
       return result;
     });

@@ -348,3 +348,45 @@ t.test('when concurrent writes share one commit, then each keeps its own answer 
   const evs = await events(app);
   t.same(evs.map((e) => [e.type, e.deviceId]).sort(), [['incidentAssigned', w.a7], ['incidentAssigned', w.e1a], ['incidentAssigned', w.e1b]].sort(), 'one assignment for A, two for P; none for BOOM');
 });
+
+t.test('when an incident was read, then every later read shows the latest committed write (the read cache never serves a stale one)', async (t) => {
+  const { app, db } = await makeApp(t);
+  const w = await world(app);
+  const created = (await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'R', resources: ['E1'] }))).body.incident;
+  const read = async () => send(app, w.cad, 'GET', `/api/incidents/${created.id}`);
+  t.same((await read()).body.resources, ['E1'], 'first read');
+
+  await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'R', resources: ['A7'], description: 'moved' }));
+  const afterUpdate = (await read()).body;
+  t.same([afterUpdate.resources, afterUpdate.description], [['A7'], 'moved'], 'a read after an update shows it');
+
+  // an update that fails inside its transaction is rolled back: the read shows the last commit
+  db.$client.exec(`CREATE TRIGGER fail_update BEFORE UPDATE ON incidents BEGIN SELECT RAISE(ABORT, 'no'); END`);
+  t.equal((await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'R', resources: ['Z9'], description: 'lost' }))).status, 500);
+  db.$client.exec('DROP TRIGGER fail_update');
+  const afterFailure = (await read()).body;
+  t.same([afterFailure.resources, afterFailure.description], [['A7'], 'moved'], 'a failed update changes nothing that is read');
+
+  await send(app, w.cad, 'PUT', `/api/incidents/${created.id}`, incidentBody({ originId: 'R', status: 'CLOSED' }));
+  const closed = (await read()).body;
+  t.same([closed.status, closed.resources], ['CLOSED', []], 'a read after closing shows it closed');
+
+  t.equal((await send(app, w.cad, 'DELETE', `/api/incidents/${created.id}`)).status, 204);
+  t.equal((await read()).status, 404, 'a read after a delete is 404');
+});
+
+t.test('when an update keeps the callsigns, then they stay stored in their order and nobody is notified again', async (t) => {
+  const { app, db } = await makeApp(t);
+  const w = await world(app);
+  const created = (await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'K', resources: ['A7', 'E1'] }))).body.incident;
+  const before = (await events(app, `?incidentId=${created.id}`)).length;
+  const res = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'K', resources: ['A7', 'E1'], priority: 1, description: 'upgraded' }));
+  t.equal(res.status, 200, 'no device is newly notified: the plain incident');
+  t.same(res.body.resources, ['A7', 'E1']);
+  const rows = db.$client.prepare('SELECT position, callsign FROM incident_resources WHERE incident_id = ? ORDER BY position').all(created.id);
+  t.same(rows, [{ position: 0, callsign: 'A7' }, { position: 1, callsign: 'E1' }], 'the stored callsigns are unchanged');
+  t.equal((await events(app, `?incidentId=${created.id}`)).length, before, 'no new event');
+  const swapped = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'K', resources: ['E1', 'A7'] }));
+  t.same(swapped.body.resources, ['E1', 'A7'], 'a new order is a change, and is stored');
+  t.same((await send(app, w.cad, 'GET', `/api/incidents/${created.id}`)).body.resources, ['E1', 'A7']);
+});
