@@ -15,6 +15,8 @@ import { callsignKey } from '../src/domain/callsign.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = 50;
+// BENCH_PROFILE=dir: the service runs under `node --cpu-prof` and writes its profile there on exit
+const PROFILE_DIR = process.env.BENCH_PROFILE;
 const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'cad-bench-'));
 const children: ChildProcess[] = [];
@@ -47,7 +49,8 @@ async function waitFor(url: string): Promise<void> {
 
 async function startService(dbPath: string): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['dist/src/main.js'], {
+  const flags = PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [];
+  const child = spawn(process.execPath, [...flags, 'dist/src/main.js'], {
     cwd: root,
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL' },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -82,7 +85,7 @@ interface Row {
 async function load(
   name: string,
   base: string,
-  opts: { method: 'GET' | 'POST' | 'PUT'; path: string; headers?: Record<string, string>; body?: () => unknown; rate?: number },
+  opts: { method: 'GET' | 'POST' | 'PUT'; path: string; nextPath?: () => string; headers?: Record<string, string>; body?: () => unknown; rate?: number },
 ): Promise<Row> {
   const result = await autocannon({
     url: base,
@@ -95,6 +98,7 @@ async function load(
         path: opts.path,
         headers: { 'content-type': 'application/json', ...opts.headers },
         ...(opts.body ? { setupRequest: (req: autocannon.Request) => ({ ...req, body: JSON.stringify(opts.body!()) }) } : {}),
+        ...(opts.nextPath ? { setupRequest: (req: autocannon.Request) => ({ ...req, path: opts.nextPath!() }) } : {}),
       },
     ],
   });
@@ -216,7 +220,9 @@ async function main(): Promise<void> {
   rows.push(bareBefore);
   rows.push(await load('POST /incidents (3 callsigns x 2 devices)', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody }));
   rows.push(await load('PUT /incidents/update (add 1, remove 1)', svc.base, { method: 'PUT', path: '/api/incidents/update', headers, body: updateBody }));
-  rows.push(await load('GET /incidents/{id}', svc.base, { method: 'GET', path: `/api/incidents/${ids[g++ % ids.length]}`, headers }));
+  // each request reads the next of the 500 incidents (all updated just before)
+  const nextIncident = () => `/api/incidents/${ids[g++ % ids.length]}`;
+  rows.push(await load('GET /incidents/{id} (500 incidents in turn)', svc.base, { method: 'GET', path: nextIncident(), nextPath: nextIncident, headers }));
   rows.push(await load('GET /incidents?status=OPEN&limit=100', svc.base, { method: 'GET', path: '/api/incidents?status=OPEN&limit=100', headers }));
   const bareAfter = await load('bare fastify POST echo (after)', bare.base, { method: 'POST', path: '/echo', body: createBody });
   rows.push(bareAfter);
@@ -224,7 +230,7 @@ async function main(): Promise<void> {
   for (const r of rows.slice(1, -1)) r.ratio = r.rps / bareRps;
   const fixed: Row[] = [];
   fixed.push(await load('POST /incidents at 1000 req/s', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, rate: 1000 }));
-  fixed.push(await load('GET /incidents/{id} at 1000 req/s', svc.base, { method: 'GET', path: `/api/incidents/${ids[0]}`, headers, rate: 1000 }));
+  fixed.push(await load('GET /incidents/{id} at 1000 req/s', svc.base, { method: 'GET', path: nextIncident(), nextPath: nextIncident, headers, rate: 1000 }));
   svc.child.kill('SIGTERM');
   bare.child.kill('SIGTERM');
 
