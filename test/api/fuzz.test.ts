@@ -561,3 +561,20 @@ t.test('when a public operation gets a wrong Basic header repeatedly, then it st
   t.same(health, Array(8).fill(200), 'GET /health stays 200');
   t.same(logout, Array(8).fill(204), 'DELETE /session stays 204');
 });
+
+t.test('when the declared media type is spelt with parameters or in upper case, then the body is still validated', async (t) => {
+  const { app, db } = await makeApp(t);
+  const { adminAuth } = await import('../fixtures/app.js');
+  const users = () => (db.$client.prepare('SELECT count(*) AS n FROM users').get() as { n: number }).n;
+  const before = users();
+  const bad = JSON.stringify({ name: '', email: 'not an email', password: 'p' });
+  for (const type of ['application/json; charset=utf-8', 'Application/JSON', 'APPLICATION/JSON;charset=UTF-8']) {
+    const r = await attempt(() => app.inject({ method: 'POST', url: '/api/users', headers: { authorization: adminAuth(), 'content-type': type }, payload: bad }));
+    t.equal(r.status, 400, `${type}: an invalid body is 400`);
+  }
+  for (const type of ['application/json-patch+json', 'application/problem+json', 'text/json']) {
+    const r = await attempt(() => app.inject({ method: 'POST', url: '/api/users', headers: { authorization: adminAuth(), 'content-type': type }, payload: bad }));
+    t.equal(r.status, 415, `${type}: 415`);
+  }
+  t.equal(users(), before, 'nobody was created');
+});
