@@ -149,10 +149,10 @@ export class IncidentStore {
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
       insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES (?, ?, ?, ?, ?, ?)`),
       insertPush: p(`INSERT INTO pushes (id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-      // push id = event id; the incident's events are found through events_incident
+      // push id = event id; the device's events of the incident are found through events_incident
       supersedeAssign: p(
         `UPDATE pushes SET state = 'SUPERSEDED'
-           WHERE id IN (SELECT id FROM events WHERE incident_id = @incidentId AND +device_id = @deviceId AND type = 'incidentAssigned')
+           WHERE id IN (SELECT id FROM events WHERE incident_id = @incidentId AND device_id = @deviceId AND type = 'incidentAssigned')
              AND device_id = @deviceId AND incident_id = @incidentId AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
       ),
       matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),

@@ -144,7 +144,9 @@ export const events = sqliteTable(
     /** the incident as it was when the event was written */
     versionId: integer('version_id').notNull(),
   },
-  (t) => [index('events_incident').on(t.incidentId), index('events_device').on(t.deviceId, t.id)],
+  // events_incident also carries device_id: the supersede rule looks up one device's events of
+  // one incident, which must not read every event of a large incident
+  (t) => [index('events_incident').on(t.incidentId, t.deviceId), index('events_device').on(t.deviceId, t.id)],
 );
 
 /**
@@ -166,8 +168,8 @@ export const pushes = sqliteTable(
   },
   // Delivery and the TTL sweep only ever look at pending pushes: partial indexes stay as
   // small as the backlog, and a push leaves them once delivered. (The supersede rule finds its
-  // push through events_incident: an incident has few events, and one index fewer here saves
-  // a random page write per device notified.)
+  // push through events_incident (incident_id, device_id): one index fewer here saves a random
+  // page write per device notified.)
   (t) => [
     index('pushes_pending_device').on(t.deviceId, t.id).where(sql`state = 'PENDING'`),
     index('pushes_pending_created').on(t.createdAt).where(sql`state = 'PENDING'`),

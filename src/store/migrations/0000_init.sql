@@ -8,6 +8,7 @@ CREATE TABLE `assignments` (
 	FOREIGN KEY (`device_id`) REFERENCES `devices`(`id`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
+CREATE INDEX `assignments_device` ON `assignments` (`device_id`);--> statement-breakpoint
 CREATE TABLE `devices` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`name` text NOT NULL,
@@ -81,6 +82,7 @@ CREATE TABLE `pushes` (
 --> statement-breakpoint
 CREATE INDEX `pushes_pending_device` ON `pushes` (`device_id`,`id`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE INDEX `pushes_pending_created` ON `pushes` (`created_at`) WHERE state = 'PENDING';--> statement-breakpoint
+CREATE INDEX `pushes_pending_device_incident` ON `pushes` (`device_id`,`incident_id`) WHERE state = 'PENDING';--> statement-breakpoint
 CREATE TABLE `sessions` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`hash` text NOT NULL,

@@ -1,0 +1,53 @@
+// Migrations are append-only: a database created by any earlier release must open with the
+// current code (drizzle re-runs a journal entry whose timestamp is newer than the last one it
+// recorded, so editing an applied migration makes every existing database fail to start).
+import t from 'tap';
+import Database from 'better-sqlite3';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { drizzle } from 'drizzle-orm/better-sqlite3';
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
+import { openDatabase } from '../../../src/store/db.js';
+import { migrationsPath } from '../../../src/paths.js';
+
+interface Journal {
+  entries: { idx: number; tag: string; when: number }[];
+}
+const journal = JSON.parse(readFileSync(join(migrationsPath, 'meta', '_journal.json'), 'utf8')) as Journal;
+
+t.test('the journal only grows: entries in order, timestamps increasing', async (t) => {
+  journal.entries.forEach((e, i) => t.equal(e.idx, i, `entry ${i} is idx ${i}`));
+  for (let i = 1; i < journal.entries.length; i++) t.ok(journal.entries[i]!.when > journal.entries[i - 1]!.when, `${journal.entries[i]!.tag} is newer`);
+});
+
+// the first release (0000_init) as it landed; changing it is what this test exists to catch
+t.test('0000_init is the migration that shipped', async (t) => {
+  const sql = readFileSync(join(migrationsPath, '0000_init.sql'), 'utf8');
+  t.equal(journal.entries[0]!.when, 1795360814542, 'its journal timestamp');
+  t.match(sql, /CREATE INDEX `assignments_device`/, 'its text (it still creates the indexes later migrations drop)');
+});
+
+for (let upTo = 1; upTo <= journal.entries.length; upTo++) {
+  t.test(`when a database was created with migrations 0..${upTo - 1}, then the current code opens it and keeps its rows`, async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const older = join(dir, 'migrations');
+    cpSync(migrationsPath, older, { recursive: true });
+    writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, upTo) }));
+    const path = join(dir, 'cad.sqlite');
+    const sqlite = new Database(path);
+    migrate(drizzle(sqlite), { migrationsFolder: older });
+    sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1')`).run();
+    sqlite.close();
+
+    const db = openDatabase({ path, synchronous: 'OFF' });
+    t.teardown(() => db.$client.close());
+    const names = db.$client.prepare('SELECT name FROM devices').pluck().all();
+    t.same(names, ['E1'], 'the row written before the upgrade is there');
+    const applied = db.$client.prepare('SELECT count(*) FROM __drizzle_migrations').pluck().get();
+    t.equal(applied, journal.entries.length, 'every migration is recorded once');
+    const indexes = db.$client.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name`).pluck().all() as string[];
+    t.notOk(indexes.includes('assignments_device') || indexes.includes('pushes_pending_device_incident'), 'the dropped indexes are gone');
+  });
+}
