@@ -585,6 +585,18 @@ t.test('GET /session/{id}', async (t) => {
     t.equal(await cookieStatus(w.app, second), 404, 'the re-opened session ends too');
   });
 
+  t.test('when an impersonated manager opens a session as a user it manages, then that session ends with the original impersonator', async (t) => {
+    const w = await world(t);
+    await createUser(w.app, { name: 'A2', email: 'a2@example.test', password: 'a2-password-1', administrator: true });
+    const asManager = cookieOf(await open(w.app, w.managerId, { authorization: basic('a2@example.test', 'a2-password-1') }));
+    const asPlain = cookieOf(await open(w.app, w.plainId, { cookie: asManager }));
+    t.equal(await cookieStatus(w.app, asPlain), 200, 'the chained session works');
+    const a2 = json(await w.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } })).find((u: { email: string }) => u.email === 'a2@example.test');
+    await putUser(w.app, adminAuth(), a2.id, { name: 'A2', email: 'a2@example.test', disabled: true });
+    t.equal(await cookieStatus(w.app, asManager), 404, 'the first session ends with its impersonator');
+    t.equal(await cookieStatus(w.app, asPlain), 404, 'and so does the one opened from it');
+  });
+
   t.test('when a token holder opens a session with GET /session/{id}, then the session ends when that token is revoked', async (t) => {
     const w = await world(t);
     const token = await mintToken(w.app, adminAuth());

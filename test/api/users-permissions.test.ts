@@ -379,6 +379,15 @@ t.test('the last administrator', async (t) => {
     t.equal((await putUser(app2, adminAuth(), 1, { name: 'A', email: ADMIN.email, expirationTime: '2020-01-01T00:00:00Z' })).statusCode, 409, 'expirationTime in the past');
     t.equal((await login(app2, ADMIN.email, ADMIN.password)).statusCode, 200, 'the administrator can still log in');
   });
+
+  t.test('when the last administrator would be given a future expirationTime, then 409 (it would lock everyone out later); with a second administrator, 200', async (t) => {
+    const { app } = await makeApp(t);
+    const later = new Date(Date.now() + 60_000).toISOString();
+    isProblem(t, await putUser(app, adminAuth(), 1, { name: 'A', email: ADMIN.email, expirationTime: later }), 409, 'last-administrator', 'alone:');
+    t.equal((await putUser(app, adminAuth(), 1, { name: 'Renamed', email: ADMIN.email })).statusCode, 200, 'other changes still go through');
+    await createUser(app, { name: 'A2', email: 'a2@example.test', password: 'a2-password-1', administrator: true });
+    t.equal((await putUser(app, adminAuth(), 1, { name: 'A', email: ADMIN.email, expirationTime: later })).statusCode, 200, 'with another working administrator');
+  });
 });
 
 t.test('devices and reach', async (t) => {

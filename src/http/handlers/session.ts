@@ -72,10 +72,11 @@ export class SessionHandlers {
     if (!allowed) throw problems.unauthorized('Only an administrator, or the manager of this user, may open a session as it.');
     if (!this.ctx.auth.usable(target)) throw problems.unauthorized('That user is disabled or expired.');
     // The new session is bound to the caller's token (it ends with it, as any session opened
-    // from a token does), and a "self" session opened while impersonating keeps its impersonator.
-    const impersonatorId = me.id === target.id ? (p.session?.impersonatorId ?? null) : me.id;
+    // from a token does). Its impersonator is whoever started the chain: a session opened from
+    // an impersonated session keeps the original impersonator, so it ends with that user.
+    const impersonatorId = p.session?.impersonatorId ?? (me.id === target.id ? null : me.id);
     this.setCookie(req, reply, this.ctx.auth.openSession(target.id, { token: p.token, impersonatorId }));
-    req.log.warn({ impersonator: me.id, user: target.id }, 'session opened as another user');
+    if (impersonatorId !== null) req.log.warn({ impersonator: impersonatorId, by: me.id, user: target.id }, 'session opened as another user');
     return publicUser(target);
   };
 

@@ -107,20 +107,25 @@ export class UserHandlers {
         if (isSelf || MANAGER_MAY_NOT.has(field)) throw problems.forbidden(`Only an administrator may change \`${field}\`.`);
       }
     }
-    // demoted: a working administrator stops being one (administrator false, disabled,
-    // readonly, or expired by a past expirationTime)
-    const demoted = this.administers(target) && !this.administers({ ...target, ...changes });
     const passwordHash = body.password !== undefined ? await hashPassword(body.password) : undefined;
     try {
       const updated = this.ctx.identity.transaction(() => {
-        if (demoted && this.otherAdministrators(target.id) === 0) {
+        // decided on the user as it is now (hashing the password above took time), inside the
+        // transaction that writes: the last working administrator may not stop being one, nor
+        // be given an expiry, which would end it later
+        const current = this.ctx.identity.userById(target.id);
+        if (!current) throw problems.notFound(`No user ${target.id}.`);
+        const after = { ...current, ...changes };
+        const newExpiry = after.expirationTime !== null && after.expirationTime !== current.expirationTime;
+        const losesAdministration = this.administers(current) && (!this.administers(after) || newExpiry);
+        if (losesAdministration && this.otherAdministrators(target.id) === 0) {
           throw problems.conflict(
             'last-administrator',
-            'This is the last working administrator: it cannot be demoted, disabled, made readonly or expired.',
+            'This is the last working administrator: it cannot be demoted, disabled, made readonly or given an expirationTime.',
           );
         }
         const user = this.ctx.identity.updateUser(target.id, { ...changes, ...(passwordHash ? { passwordHash } : {}) });
-        if (user.disabled && !target.disabled) this.ctx.identity.deleteSessionsOf(user.id);
+        if (user.disabled && !current.disabled) this.ctx.identity.deleteSessionsOf(user.id);
         else if (passwordHash) this.ctx.identity.deleteSessionsOf(user.id, isSelf ? p.session?.id : undefined);
         return user;
       });
