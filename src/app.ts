@@ -78,6 +78,29 @@ function checkBody(rule: BodyRule) {
   };
 }
 
+/**
+ * An operation that takes a body: 413 is decided from Content-Length before any byte of the
+ * body is read, and answered on a connection that stays usable (fastify's own limit fires
+ * mid-stream and closes it).
+ */
+async function limitBody(req: FastifyRequest): Promise<void> {
+  const length = Number(req.headers['content-length'] ?? 0);
+  if (length > BODY_LIMIT) throw payloadTooLarge();
+}
+
+/**
+ * An operation that declares no body ignores one: many HTTP clients send
+ * `Content-Type: application/json` (and even `{}`) on every DELETE, which fastify would
+ * otherwise parse and refuse (400 for an empty JSON body, 415 for an unknown type), answers
+ * these operations do not declare. Node discards the unread bytes.
+ */
+async function ignoreBody(req: FastifyRequest): Promise<void> {
+  if (req.headers['content-type'] === undefined && req.headers['transfer-encoding'] === undefined && !Number(req.headers['content-length'] ?? 0)) return;
+  delete req.headers['content-type'];
+  delete req.headers['transfer-encoding'];
+  req.headers['content-length'] = '0';
+}
+
 /** Public operations that look at an Authorization header (the others ignore it: no 401/429). */
 const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 
@@ -95,13 +118,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler());
   installErrorHandling(app);
-  // 413 is decided from Content-Length before any byte of the body is read, and answered
-  // on a connection that stays usable (fastify's own limit fires mid-stream and closes it).
+  // every answer names the request id its log lines carry (a 500 tells the caller to quote it)
   app.addHook('onRequest', async (req, reply) => {
-    // every answer names the request id its log lines carry (a 500 tells the caller to quote it)
     reply.header('x-request-id', req.id);
-    const length = Number(req.headers['content-length'] ?? 0);
-    if (length > BODY_LIMIT) throw payloadTooLarge();
   });
 
   const identity = new IdentityStore(db);
@@ -164,8 +183,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = bodies.get(operationId);
       const schemes = security.get(operationId) ?? [];
       const readsCredentials = schemes.length > 0 || PUBLIC_READING_CREDENTIALS.has(operationId);
+      const onRequest = [body ? limitBody : ignoreBody, ...(readsCredentials ? [authenticationHook(schemeHandlers, schemes)] : [])];
       return {
-        ...(readsCredentials ? { onRequest: authenticationHook(schemeHandlers, schemes) } : {}),
+        onRequest,
         ...(body ? { preValidation: checkBody(body) } : {}),
         handler,
       };

@@ -578,3 +578,25 @@ t.test('when the declared media type is spelt with parameters or in upper case, 
   }
   t.equal(users(), before, 'nobody was created');
 });
+
+t.test('when an operation that takes no body is sent one anyway, then the body is ignored', async (t) => {
+  const { app } = await makeApp(t);
+  const { adminAuth } = await import('../fixtures/app.js');
+  const auth = adminAuth();
+  const create = async (originId: string) =>
+    JSON.parse((await app.inject({ method: 'POST', url: '/api/incidents', headers: { authorization: auth }, payload: { originId, type: 'FIRE', latitude: 0, longitude: 0, priority: 1 } })).body) as { id: number };
+  const cases: [string, Record<string, string>, string | undefined][] = [
+    ['Content-Type: application/json and no body', { 'content-type': 'application/json' }, undefined],
+    ['an empty JSON body', { 'content-type': 'application/json' }, ''],
+    ['{}', { 'content-type': 'application/json' }, '{}'],
+    ['an XML body', { 'content-type': 'application/xml' }, '<x/>'],
+    ['a body with no Content-Type', {}, 'junk'],
+  ];
+  for (const [i, [label, headers, payload]] of cases.entries()) {
+    const { id } = await create(`NOBODY-${i}`);
+    const r = await attempt(() => app.inject({ method: 'DELETE', url: `/api/incidents/${id}`, headers: { authorization: auth, ...headers }, ...(payload !== undefined ? { payload } : {}) }));
+    t.equal(r.status, 204, `DELETE /incidents/{id} with ${label}: 204`);
+    const logout = await attempt(() => app.inject({ method: 'DELETE', url: '/api/session', headers, ...(payload !== undefined ? { payload } : {}) }));
+    t.equal(logout.status, 204, `DELETE /session with ${label}: 204`);
+  }
+});
