@@ -187,8 +187,12 @@ export class IncidentStore {
   // GET /incidents/{id} is the hot read: incidents as last read, by id. Only this store writes
   // incidents and their resources, and it drops an entry whenever it writes that incident
   // (inside the write transaction, so a read after COMMIT, or after a rollback, re-reads).
+  // The service is one process per database file; a second writing process would need this
+  // cache gone. Bounded by incidents and by callsigns held (an incident may carry 500).
   private readonly cache = new Map<number, Incident>();
-  private static readonly CACHE_MAX = 10_000;
+  private cachedCallsigns = 0;
+  private static readonly CACHE_MAX_INCIDENTS = 10_000;
+  private static readonly CACHE_MAX_CALLSIGNS = 100_000;
 
   private cached(id: number): Incident | undefined {
     const hit = this.cache.get(id);
@@ -196,9 +200,20 @@ export class IncidentStore {
     const row = this.st.byId.get(id) as IncidentRow | undefined;
     if (!row) return undefined;
     const incident = this.load(row);
-    if (this.cache.size >= IncidentStore.CACHE_MAX) this.cache.clear();
+    if (this.cache.size >= IncidentStore.CACHE_MAX_INCIDENTS || this.cachedCallsigns + incident.resources.length > IncidentStore.CACHE_MAX_CALLSIGNS) {
+      this.cache.clear();
+      this.cachedCallsigns = 0;
+    }
     this.cache.set(id, incident);
+    this.cachedCallsigns += incident.resources.length;
     return incident;
+  }
+
+  private forget(id: number): void {
+    const hit = this.cache.get(id);
+    if (!hit) return;
+    this.cache.delete(id);
+    this.cachedCallsigns -= hit.resources.length;
   }
 
   exists(id: number): boolean {
@@ -318,7 +333,7 @@ export class IncidentStore {
         }
       }
       const incident = outcome.plan.incident;
-      this.cache.delete(row.id);
+      this.forget(row.id);
       this.st.update.run({ ...incident, storedAt: now });
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeResources(row.id, incident.resources);
@@ -336,7 +351,7 @@ export class IncidentStore {
       const stored = this.load(row);
       const plan = planDelete(stored, this.st.assignments.all(id) as Assignment[], { online: this.presence.online });
       const result = this.finish(plan, now);
-      this.cache.delete(id);
+      this.forget(id);
       this.st.delete.run(id);
       return result;
     });
