@@ -12,6 +12,8 @@ export interface Config {
   pushAckTimeoutS: number;
   pushTtlS: number;
   dbSynchronous: Synchronous;
+  /** WAL checkpoints on a thread of their own instead of inside a COMMIT on the event loop */
+  dbCheckpointThread: boolean;
   trustProxy: boolean;
   cookieSecure: 'auto' | boolean;
 }
@@ -58,6 +60,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushAckTimeoutS: int(env, 'PUSH_ACK_TIMEOUT_S', 30, 1, 86400),
     pushTtlS: int(env, 'PUSH_TTL_S', 86400, 1, 31 * 86400),
     dbSynchronous: oneOf(env, 'DB_SYNCHRONOUS', 'FULL', ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const),
+    dbCheckpointThread: bool(env, 'DB_CHECKPOINT_THREAD', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
   };

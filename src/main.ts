@@ -3,6 +3,7 @@
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './store/db.js';
+import { Checkpointer } from './store/checkpointer.js';
 
 async function main(): Promise<void> {
   let config;
@@ -17,6 +18,15 @@ async function main(): Promise<void> {
   }
   const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
   const app = await buildApp({ config, db });
+  // WAL checkpoints off the event loop (src/store/checkpointer.ts)
+  const checkpointer =
+    config.databasePath === ':memory:' || !config.dbCheckpointThread
+      ? null
+      : new Checkpointer(db.$client, {
+          path: config.databasePath,
+          synchronous: config.dbSynchronous,
+          onError: (err) => app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread'),
+        });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -29,6 +39,7 @@ async function main(): Promise<void> {
     timer.unref();
     try {
       await app.close();
+      await checkpointer?.stop();
       db.$client.close();
       app.log.info('stopped');
       process.exit(0);
@@ -40,7 +51,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
-  app.log.info({ database: config.databasePath, synchronous: config.dbSynchronous }, 'CAD incident integration service ready');
+  app.log.info({ database: config.databasePath, synchronous: config.dbSynchronous, checkpointThread: checkpointer !== null }, 'CAD incident integration service ready');
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,105 @@
+// WAL checkpoints on a thread of their own. SQLite's automatic checkpoint runs inside the
+// COMMIT that crosses `wal_autocheckpoint` pages: it copies every page changed since the last
+// one into the database file and fsyncs it, on the event loop, and every request waiting for
+// that group (and the next) waits with it. Measured on the bench database (groups of 25
+// creates): commit p90 5 ms and p99 11 ms with automatic checkpoints every 1 000 pages, against
+// 1.5–1.8 ms and 2.5 ms with this thread doing them.
+//
+// The thread opens its own connection and runs PASSIVE checkpoints every `intervalMs`: they
+// never block the writer, and the writer restarts the WAL from its beginning once a
+// checkpoint has caught up. The event loop keeps an automatic checkpoint as a backstop at
+// `backstopPages`, for when the thread falls behind (writes without a pause) or has died.
+import { Worker } from 'node:worker_threads';
+import { createRequire } from 'node:module';
+import type Database from 'better-sqlite3';
+import type { Synchronous } from './db.js';
+
+export interface CheckpointResult {
+  busy: number;
+  /** frames in the WAL */
+  log: number;
+  /** frames copied into the database file */
+  checkpointed: number;
+}
+
+export interface CheckpointerOptions {
+  path: string;
+  synchronous: Synchronous;
+  intervalMs?: number;
+  backstopPages?: number;
+  onError?: (err: Error) => void;
+}
+
+// Plain CommonJS run by the worker (eval), so it needs no build step or loader of its own.
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.path, { fileMustExist: true });
+db.pragma('busy_timeout = 0');
+db.pragma('synchronous = ' + workerData.synchronous);
+const checkpoint = () => {
+  const r = db.pragma('wal_checkpoint(PASSIVE)')[0];
+  return { busy: r.busy, log: r.log, checkpointed: r.checkpointed };
+};
+const timer = setInterval(checkpoint, workerData.intervalMs);
+parentPort.on('message', (m) => {
+  if (m.type === 'checkpoint') parentPort.postMessage({ id: m.id, result: checkpoint() });
+  if (m.type === 'stop') {
+    clearInterval(timer);
+    db.close();
+    parentPort.close();
+  }
+});
+`;
+
+export class Checkpointer {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, (r: CheckpointResult) => void>();
+  private next = 0;
+  private stopped = false;
+
+  constructor(
+    private readonly sqlite: Database.Database,
+    opts: CheckpointerOptions,
+  ) {
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    this.worker = new Worker(WORKER, {
+      eval: true,
+      workerData: { driver, path: opts.path, synchronous: opts.synchronous, intervalMs: opts.intervalMs ?? 50 },
+    });
+    this.worker.unref();
+    this.worker.on('message', (m: { id: number; result: CheckpointResult }) => {
+      this.waiting.get(m.id)?.(m.result);
+      this.waiting.delete(m.id);
+      if (this.waiting.size === 0) this.worker.unref();
+    });
+    this.worker.on('error', (err) => {
+      // the event loop checkpoints on its own again, as SQLite does by default
+      this.sqlite.pragma('wal_autocheckpoint = 1000');
+      this.stopped = true;
+      opts.onError?.(err);
+    });
+    this.sqlite.pragma(`wal_autocheckpoint = ${opts.backstopPages ?? 10_000}`);
+  }
+
+  /** one PASSIVE checkpoint now, on the thread (for tests and diagnostics) */
+  checkpoint(): Promise<CheckpointResult> {
+    const id = this.next++;
+    return new Promise((resolve) => {
+      this.worker.ref(); // an answer is awaited: keep the process alive for it
+      this.waiting.set(id, resolve);
+      this.worker.postMessage({ type: 'checkpoint', id });
+    });
+  }
+
+  /** stops the thread and closes its connection; the event loop checkpoints on its own again */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.ref(); // until the thread has closed its connection
+    this.worker.postMessage({ type: 'stop' });
+    await exited;
+    if (this.sqlite.open) this.sqlite.pragma('wal_autocheckpoint = 1000');
+  }
+}
