@@ -85,12 +85,12 @@ interface Row {
 async function load(
   name: string,
   base: string,
-  opts: { method: 'GET' | 'POST' | 'PUT'; path: string; nextPath?: () => string; headers?: Record<string, string>; body?: () => unknown; rate?: number },
+  opts: { method: 'GET' | 'POST' | 'PUT'; path: string; nextPath?: () => string; headers?: Record<string, string>; body?: () => unknown; rate?: number; seconds?: number },
 ): Promise<Row> {
   const result = await autocannon({
     url: base,
     connections: opts.rate ? 10 : CONNECTIONS,
-    duration: DURATION,
+    duration: opts.seconds ?? DURATION,
     ...(opts.rate ? { overallRate: opts.rate } : {}),
     requests: [
       {
@@ -216,6 +216,10 @@ async function main(): Promise<void> {
   console.log(`driving: ${CONNECTIONS} connections, ${DURATION} s per operation, ${cpus().length} cores…`);
   // the bare route is measured before and after the service, and the ratios use the mean:
   // on a shared 2-core machine one bare run alone can be off by a factor of two
+  // both servers get 2 s of the same load first, unmeasured: a cold bare route measured
+  // 18 000 req/s and 33 000 warm in one run, which moved every ratio
+  await load('warm-up', bare.base, { method: 'POST', path: '/echo', body: createBody, seconds: 2 });
+  await load('warm-up', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
   const bareBefore = await load('bare fastify POST echo (before)', bare.base, { method: 'POST', path: '/echo', body: createBody });
   rows.push(bareBefore);
   rows.push(await load('POST /incidents (3 callsigns x 2 devices)', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody }));
