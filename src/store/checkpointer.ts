@@ -44,6 +44,7 @@ const checkpoint = () => {
 const timer = setInterval(checkpoint, workerData.intervalMs);
 parentPort.on('message', (m) => {
   if (m.type === 'checkpoint') parentPort.postMessage({ id: m.id, result: checkpoint() });
+  if (m.type === 'synchronous') parentPort.postMessage({ id: m.id, result: db.pragma('synchronous', { simple: true }) });
   if (m.type === 'stop') {
     clearInterval(timer);
     db.close();
@@ -54,7 +55,7 @@ parentPort.on('message', (m) => {
 
 export class Checkpointer {
   private readonly worker: Worker;
-  private readonly waiting = new Map<number, (r: CheckpointResult) => void>();
+  private readonly waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
   private next = 0;
   private stopped = false;
 
@@ -68,27 +69,41 @@ export class Checkpointer {
       workerData: { driver, path: opts.path, synchronous: opts.synchronous, intervalMs: opts.intervalMs ?? 50 },
     });
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; result: CheckpointResult }) => {
-      this.waiting.get(m.id)?.(m.result);
+    this.worker.on('message', (m: { id: number; result: never }) => {
+      this.waiting.get(m.id)?.resolve(m.result);
       this.waiting.delete(m.id);
-      if (this.waiting.size === 0) this.worker.unref();
+      if (this.waiting.size === 0 && !this.stopped) this.worker.unref();
     });
     this.worker.on('error', (err) => {
       // the event loop checkpoints on its own again, as SQLite does by default
-      this.sqlite.pragma('wal_autocheckpoint = 1000');
+      if (this.sqlite.open) this.sqlite.pragma('wal_autocheckpoint = 1000');
       this.stopped = true;
       opts.onError?.(err);
+    });
+    this.worker.on('exit', () => {
+      for (const w of this.waiting.values()) w.reject(new Error('the checkpoint thread has stopped'));
+      this.waiting.clear();
     });
     this.sqlite.pragma(`wal_autocheckpoint = ${opts.backstopPages ?? 10_000}`);
   }
 
   /** one PASSIVE checkpoint now, on the thread (for tests and diagnostics) */
   checkpoint(): Promise<CheckpointResult> {
+    return this.ask('checkpoint');
+  }
+
+  /** the thread connection's `synchronous` (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA) */
+  synchronous(): Promise<number> {
+    return this.ask('synchronous');
+  }
+
+  private ask<T>(type: string): Promise<T> {
+    if (this.stopped) return Promise.reject(new Error('the checkpoint thread has stopped'));
     const id = this.next++;
-    return new Promise((resolve) => {
+    return new Promise<T>((resolve, reject) => {
       this.worker.ref(); // an answer is awaited: keep the process alive for it
-      this.waiting.set(id, resolve);
-      this.worker.postMessage({ type: 'checkpoint', id });
+      this.waiting.set(id, { resolve: resolve as (r: never) => void, reject });
+      this.worker.postMessage({ type, id });
     });
   }
 
