@@ -70,6 +70,13 @@ t.test('when the thread runs, then the event loop checkpoints only as a backstop
   await t.rejects(ckpt.checkpoint(), /stopped/, 'asking a stopped thread fails at once');
 });
 
+t.test('when no backstop is given, then the event loop waits for 40 000 pages (160 MB) before checkpointing itself', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL' });
+  t.teardown(() => ckpt.stop());
+  t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 40_000);
+});
+
 t.test('when writes come in bursts, then the thread alone makes the WAL start over after each', async (t) => {
   const { path, sqlite } = fileDb(t);
   const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 5, backstopPages: 1_000_000 });
