@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import { BENCH_USER, seed } from './bench/seed.js';
+import { BENCH_USER, benchCaller, seed, threeCallsigns } from './bench/seed.js';
 import { openDatabase } from '../src/store/db.js';
 import { IncidentStore } from '../src/store/incidents.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -130,8 +130,7 @@ async function matchingCost(devices: number): Promise<number> {
   const { pairCallsigns } = await seed(path, devices);
   const db = openDatabase({ path, synchronous: 'OFF' });
   const store = new IncidentStore(db, { online: new Set() });
-  const user = db.$client.prepare('SELECT * FROM users WHERE email = ?').get(BENCH_USER.email) as Record<string, unknown>;
-  const caller = { ...user, administrator: false, readonly: false, id: user.id as number } as never;
+  const caller = benchCaller(db);
   const n = 3000;
   const now = new Date().toISOString();
   for (let i = 0; i < 200; i++) store.create(caller, { originId: `warm-${i}`, type: 'X', latitude: 0, longitude: 0, priority: 1, resources: pairCallsigns.slice(0, 3) }, now);
@@ -200,7 +199,7 @@ async function main(): Promise<void> {
 
   const run = `${Date.now().toString(36)}`;
   let n = 0;
-  const three = (k: number) => [pairCallsigns[k % pairCallsigns.length]!, pairCallsigns[(k + 1) % pairCallsigns.length]!, pairCallsigns[(k + 2) % pairCallsigns.length]!];
+  const three = (k: number) => threeCallsigns(pairCallsigns, k);
   const createBody = () => {
     n++;
     return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };

@@ -3,6 +3,7 @@
 import { callsignKey } from '../../src/domain/callsign.js';
 import { hashPassword } from '../../src/auth/secrets.js';
 import { openDatabase, type Db } from '../../src/store/db.js';
+import type { UserRecord } from '../../src/store/identity.js';
 
 export const BENCH_USER = { email: 'cad@bench.test', password: 'bench-password' };
 
@@ -36,4 +37,15 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
   })();
   sqlite.close();
   return { pairCallsigns, singleCallsigns };
+}
+
+/** the seeded integration user, as the incident store takes its caller (for in-process runs) */
+export function benchCaller(db: Db): UserRecord {
+  const user = db.$client.prepare('SELECT * FROM users WHERE email = ?').get(BENCH_USER.email) as Record<string, unknown>;
+  return { ...user, administrator: false, readonly: false, id: user.id as number } as unknown as UserRecord;
+}
+
+/** three consecutive callsigns of `list` from position k (wrapping): 3 callsigns x 2 devices */
+export function threeCallsigns(list: readonly string[], k: number): string[] {
+  return [0, 1, 2].map((j) => list[(k + j) % list.length]!);
 }

@@ -8,11 +8,10 @@ import type Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BENCH_USER, seed } from './seed.js';
+import { benchCaller, seed, threeCallsigns } from './seed.js';
 import { openDatabase } from '../../src/store/db.js';
 import { IncidentStore } from '../../src/store/incidents.js';
 import { Checkpointer } from '../../src/store/checkpointer.js';
-import type { UserRecord } from '../../src/store/identity.js';
 
 const CREATES = Number(process.env.BENCH_CREATES ?? 40_000);
 const UPDATES = Number(process.env.BENCH_UPDATES ?? 20_000);
@@ -47,10 +46,9 @@ for (const [name, stmt] of Object.entries(statements)) {
   }
 }
 
-const user = sqlite.prepare('SELECT * FROM users WHERE email = ?').get(BENCH_USER.email) as Record<string, unknown>;
-const caller = { ...user, administrator: false, readonly: false, id: user.id as number } as unknown as UserRecord;
+const caller = benchCaller(db);
 const now = new Date().toISOString();
-const three = (k: number) => [0, 1, 2].map((j) => pairCallsigns[(k + j) % pairCallsigns.length]!);
+const three = (k: number) => threeCallsigns(pairCallsigns, k);
 const begin = sqlite.prepare('BEGIN IMMEDIATE');
 const commit = sqlite.prepare('COMMIT');
 

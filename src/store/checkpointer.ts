@@ -19,6 +19,9 @@ import { createRequire } from 'node:module';
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './db.js';
 
+/** SQLite's own `wal_autocheckpoint`, restored when the thread stops or fails */
+const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
+
 export interface CheckpointResult {
   busy: number;
   /** frames in the WAL */
@@ -81,7 +84,7 @@ export class Checkpointer {
     });
     this.worker.on('error', (err) => {
       // the event loop checkpoints on its own again, as SQLite does by default
-      if (this.sqlite.open) this.sqlite.pragma('wal_autocheckpoint = 1000');
+      if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
       this.stopped = true;
       opts.onError?.(err);
     });
@@ -120,6 +123,6 @@ export class Checkpointer {
     this.worker.ref(); // until the thread has closed its connection
     this.worker.postMessage({ type: 'stop' });
     await exited;
-    if (this.sqlite.open) this.sqlite.pragma('wal_autocheckpoint = 1000');
+    if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
   }
 }
