@@ -155,10 +155,9 @@ async function drain(): Promise<{ ms: number; received: number }> {
   sqlite.transaction(() => {
     const version = sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`);
     const ev = sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?)`);
-    const push = sqlite.prepare(`INSERT INTO pushes (id, device_id, incident_id, kind, created_at) VALUES (?, ?, ?, 'assign', ?)`);
     for (let i = 1; i <= 10_000; i++) {
       const v = version.run(i, JSON.stringify({ id: i, originId: `D-${i}`, type: 'X', status: 'OPEN', resources: ['U0'] })).lastInsertRowid;
-      push.run(ev.run(deviceId, i, now, v).lastInsertRowid, deviceId, i, now);
+      ev.run(deviceId, i, now, v); // every event is a push, PENDING until delivered
     }
   })();
   sqlite.close();

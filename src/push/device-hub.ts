@@ -211,8 +211,9 @@ export class DeviceHub implements PushHub {
   sweep(): void {
     const now = this.clock.now().getTime();
     for (const conn of this.conns.values()) {
-      const oldest = this.store.oldestUnacked(conn.deviceId);
-      if (!oldest || oldest.lastSentAt === null || oldest.id > conn.cursor) continue;
+      if (conn.cursor === 0) continue; // nothing sent on this socket yet
+      const oldest = this.store.oldestUnacked(conn.deviceId, conn.cursor);
+      if (!oldest || oldest.lastSentAt === null) continue;
       if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
         this.log.info({ deviceId: conn.deviceId, fromPushId: oldest.id }, 'ack timeout: resending from the oldest unacked push');
         conn.cursor = oldest.id - 1;

@@ -1,6 +1,6 @@
 // The incident unit of work: inside ONE synchronous SQLite transaction it reads the current
 // state, runs the pure domain function, and writes the incident, its resources, its
-// assignments, its events and their push outbox rows (transactional outbox). Nested calls
+// assignments and its events, which are the push outbox (transactional outbox). Nested calls
 // (group commit) become savepoints, so each operation stays atomic on its own.
 import type Database from 'better-sqlite3';
 import { callsignKey, normaliseCallsigns } from '../domain/callsign.js';
@@ -147,13 +147,14 @@ export class IncidentStore {
       insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
-      insertEvent: p(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES (?, ?, ?, ?, ?, ?)`),
-      insertPush: p(`INSERT INTO pushes (id, device_id, incident_id, kind, state, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
-      // push id = event id; the device's events of the incident are found through events_incident
+      insertEvent: p(
+        `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      // an assignment push still waiting and never sent: the stand-down about to be written
+      // supersedes it (found through events_incident (incident_id, device_id))
       supersedeAssign: p(
-        `UPDATE pushes SET state = 'SUPERSEDED'
-           WHERE id IN (SELECT id FROM events WHERE incident_id = @incidentId AND device_id = @deviceId AND type = 'incidentAssigned')
-             AND device_id = @deviceId AND incident_id = @incidentId AND kind = 'assign' AND state = 'PENDING' AND attempts = 0`,
+        `UPDATE events SET state = 'SUPERSEDED'
+           WHERE incident_id = ? AND device_id = ? AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0`,
       ),
       matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),
       matchReachable: p(
@@ -262,7 +263,7 @@ export class IncidentStore {
   }
 
   /**
-   * One event and one outbox push per draft. A stand-down whose device never received the
+   * One event per draft, which is also its push (the outbox). A stand-down whose device never received the
    * assignment (still PENDING, never sent) supersedes it: neither is sent, so a device that
    * reconnects later gets no stale alarm.
    */
@@ -272,15 +273,10 @@ export class IncidentStore {
     const out: EventView[] = [];
     for (const e of drafts) {
       const attributes = JSON.stringify(e.attributes);
-      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId).lastInsertRowid);
-      let state: EventView['state'] = 'PENDING';
-      if (e.type === 'incidentAssigned') {
-        this.st.insertPush.run(eventId, e.deviceId, incident.id, 'assign', 'PENDING', now);
-      } else {
-        const superseded = this.st.supersedeAssign.run({ deviceId: e.deviceId, incidentId: incident.id }).changes > 0;
-        state = superseded ? 'SUPERSEDED' : 'PENDING';
-        this.st.insertPush.run(eventId, e.deviceId, incident.id, 'standDown', state, now);
-      }
+      // a stand-down of an assignment the device never received replaces it: neither is sent
+      const state: EventView['state'] =
+        e.type === 'incidentDeassigned' && this.st.supersedeAssign.run(incident.id, e.deviceId).changes > 0 ? 'SUPERSEDED' : 'PENDING';
+      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId, state).lastInsertRowid);
       out.push({ id: eventId, type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
     }
     return out;
@@ -436,8 +432,8 @@ export class IncidentStore {
     const rows = this
       .prepared(
         `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
-                p.state, p.attempts
-         FROM events e JOIN pushes p ON p.id = e.id
+                e.state, e.attempts
+         FROM events e
          ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY e.id LIMIT ? OFFSET ?`,
       )
       .all(...args, filter.limit, filter.offset) as (Omit<EventView, 'attributes'> & { attributes: string })[];

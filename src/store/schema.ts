@@ -47,6 +47,11 @@ export const devices = sqliteTable(
     lastUpdate: text('last_update'),
     disabled: bool('disabled'),
     attributes: text('attributes').notNull().default('{}'),
+    /**
+     * The device's highest acknowledged push (acks are cumulative): none of its events at or
+     * below it is pending, so delivery reads its events from here on, not from the first.
+     */
+    ackedUpTo: integer('acked_up_to').notNull().default(0),
   },
   (t) => [uniqueIndex('devices_unique_id').on(t.uniqueId), index('devices_name_key').on(t.nameKey)],
 );
@@ -131,7 +136,12 @@ export const incidentVersions = sqliteTable('incident_versions', {
   incident: text('incident').notNull(),
 });
 
-/** Append-only. No foreign keys: events outlive deleted incidents and devices. */
+/**
+ * Append-only, and the transactional outbox: each event is one push to its device, written in
+ * the same transaction as the incident change; its id is the pushId devices see. Only the
+ * delivery columns (state, attempts, sent/delivered times) change afterwards. No foreign keys:
+ * events outlive deleted incidents and devices.
+ */
 export const events = sqliteTable(
   'events',
   {
@@ -143,36 +153,20 @@ export const events = sqliteTable(
     attributes: text('attributes').notNull(),
     /** the incident as it was when the event was written */
     versionId: integer('version_id').notNull(),
-  },
-  // events_incident also carries device_id: the supersede rule looks up one device's events of
-  // one incident, which must not read every event of a large incident
-  (t) => [index('events_incident').on(t.incidentId, t.deviceId), index('events_device').on(t.deviceId, t.id)],
-);
-
-/**
- * Transactional outbox: one push per event, written in the same transaction. Its id is the
- * event's id, and is the pushId devices see.
- */
-export const pushes = sqliteTable(
-  'pushes',
-  {
-    id: integer('id').primaryKey(),
-    deviceId: integer('device_id').notNull(),
-    incidentId: integer('incident_id').notNull(),
-    kind: text('kind', { enum: ['assign', 'standDown'] }).notNull(),
     state: text('state', { enum: ['PENDING', 'DELIVERED', 'EXPIRED', 'SUPERSEDED'] }).notNull().default('PENDING'),
     attempts: integer('attempts').notNull().default(0),
-    createdAt: text('created_at').notNull(),
     lastSentAt: text('last_sent_at'),
     deliveredAt: text('delivered_at'),
   },
-  // Delivery and the TTL sweep only ever look at pending pushes: partial indexes stay as
-  // small as the backlog, and a push leaves them once delivered. (The supersede rule finds its
-  // push through events_incident (incident_id, device_id): one index fewer here saves a random
-  // page write per device notified.)
+  // Per event, one index keyed by device (a random page write): events_device serves both the
+  // event list and delivery, which starts at the device's acked_up_to. events_incident also
+  // carries device_id: the supersede rule looks up one device's events of one incident.
+  // events_pending_time (the TTL sweep) is appended to in time order, and a push leaves it
+  // once delivered.
   (t) => [
-    index('pushes_pending_device').on(t.deviceId, t.id).where(sql`state = 'PENDING'`),
-    index('pushes_pending_created').on(t.createdAt).where(sql`state = 'PENDING'`),
+    index('events_incident').on(t.incidentId, t.deviceId),
+    index('events_device').on(t.deviceId, t.id),
+    index('events_pending_time').on(t.eventTime).where(sql`state = 'PENDING'`),
   ],
 );
 

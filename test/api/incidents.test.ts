@@ -309,7 +309,7 @@ t.test('list', async (t) => {
 t.test('when a write fails inside the transaction, then no incident, event or outbox row is left behind', async (t) => {
   const { app, db } = await makeApp(t);
   const w = await world(app);
-  db.$client.exec(`CREATE TRIGGER fail_push BEFORE INSERT ON pushes BEGIN SELECT RAISE(ABORT, 'disk on fire'); END`);
+  db.$client.exec(`CREATE TRIGGER fail_event BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'disk on fire'); END`);
   const res = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
   t.equal(res.status, 500);
   t.equal(res.body.type, 'urn:cad-incident:problem:internal-error');
@@ -319,8 +319,8 @@ t.test('when a write fails inside the transaction, then no incident, event or ou
   t.equal(count('incident_resources'), 0);
   t.equal(count('assignments'), 0);
   t.equal(count('events'), 0);
-  t.equal(count('pushes'), 0);
-  db.$client.exec('DROP TRIGGER fail_push');
+  t.equal(count('incident_versions'), 0);
+  db.$client.exec('DROP TRIGGER fail_event');
   t.equal((await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }))).status, 202, 'the same request succeeds afterwards');
 });
 

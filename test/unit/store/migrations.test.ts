@@ -10,6 +10,7 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { openDatabase } from '../../../src/store/db.js';
 import { migrationsPath } from '../../../src/paths.js';
+import { PushStore } from '../../../src/store/pushes.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];
@@ -51,3 +52,53 @@ for (let upTo = 1; upTo <= journal.entries.length; upTo++) {
     t.notOk(indexes.includes('assignments_device') || indexes.includes('pushes_pending_device_incident'), 'the dropped indexes are gone');
   });
 }
+
+t.test('when a database from before 0002 holds pushes, then their delivery state moves onto the events and delivery resumes where the device acked', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const older = join(dir, 'migrations');
+  cpSync(migrationsPath, older, { recursive: true });
+  const before = journal.entries.findIndex((e) => e.tag.startsWith('0002_'));
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, before) }));
+  const path = join(dir, 'cad.sqlite');
+  const sqlite = new Database(path);
+  migrate(drizzle(sqlite), { migrationsFolder: older });
+  const device = (name: string) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
+  const a = device('A1');
+  const b = device('B1');
+  const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
+  const push = (deviceId: number, state: string, attempts: number, sent: string | null, delivered: string | null) => {
+    const id = Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{"callsign":"X"}', ?)`)
+        .run(deviceId, version).lastInsertRowid,
+    );
+    sqlite
+      .prepare(`INSERT INTO pushes (id, device_id, incident_id, kind, state, attempts, created_at, last_sent_at, delivered_at) VALUES (?, ?, 7, 'assign', ?, ?, '2026-01-01T00:00:00.000Z', ?, ?)`)
+      .run(id, deviceId, state, attempts, sent, delivered);
+    return id;
+  };
+  const delivered = push(a, 'DELIVERED', 1, '2026-01-01T00:00:01.000Z', '2026-01-01T00:00:02.000Z');
+  const superseded = push(a, 'SUPERSEDED', 0, null, null);
+  const pendingA = push(a, 'PENDING', 2, '2026-01-01T00:00:03.000Z', null);
+  const expired = push(b, 'EXPIRED', 0, null, null);
+  const pendingB = push(b, 'PENDING', 0, null, null);
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const rows = db.$client.prepare('SELECT id, state, attempts, last_sent_at AS sent, delivered_at AS delivered FROM events ORDER BY id').all();
+  t.same(rows, [
+    { id: delivered, state: 'DELIVERED', attempts: 1, sent: '2026-01-01T00:00:01.000Z', delivered: '2026-01-01T00:00:02.000Z' },
+    { id: superseded, state: 'SUPERSEDED', attempts: 0, sent: null, delivered: null },
+    { id: pendingA, state: 'PENDING', attempts: 2, sent: '2026-01-01T00:00:03.000Z', delivered: null },
+    { id: expired, state: 'EXPIRED', attempts: 0, sent: null, delivered: null },
+    { id: pendingB, state: 'PENDING', attempts: 0, sent: null, delivered: null },
+  ]);
+  const acked = db.$client.prepare('SELECT id, acked_up_to AS acked FROM devices ORDER BY id').all();
+  t.same(acked, [{ id: a, acked: delivered }, { id: b, acked: 0 }], "each device's highest delivered push");
+  t.notOk(db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'pushes'`).get(), 'the pushes table is gone');
+  const pushes = new PushStore(db);
+  t.same(pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [pendingA], 'device A: what was pending is sent, nothing delivered again');
+  t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [pendingB], 'device B: what was pending is sent');
+});
