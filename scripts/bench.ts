@@ -278,13 +278,14 @@ async function main(): Promise<void> {
   console.log(fmt(rows));
   console.log(`\neach ratio is to the bare fastify echo route measured for 5 s just before the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);
-  console.log('from send: written to the socket until the whole response is read (the service and loopback);');
-  console.log('from due: from when the request was due (adds this process\'s pacing, up to its 1 ms timer tick).\n');
-  console.log('| operation | req/s | p50 from send | p99 from send | p99.9 from send | max from send | p99 from due | sent > 2 ms late | errors |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('from due (the check): from when the request was due until its whole response was read; it counts any wait');
+  console.log('for a free connection, and this process\'s own pacing (its timer ticks every 1 ms).');
+  console.log('from send: from when it was written to the socket (the service and loopback alone).\n');
+  console.log('| operation | req/s | p50 from due | p99 from due | p99.9 from due | max from due | p50 from send | p99 from send | sent > 2 ms late | errors |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   const ms = (v: number) => `${v.toFixed(2)} ms`;
   for (const { op, r } of pacedRows) {
-    console.log(`| ${op} | ${r.rps.toFixed(0)} | ${ms(r.fromSend.p50)} | ${ms(r.fromSend.p99)} | ${ms(r.fromSend.p999)} | ${ms(r.fromSend.max)} | ${ms(r.fromDue.p99)} | ${r.late} | ${r.errors} |`);
+    console.log(`| ${op} | ${r.rps.toFixed(0)} | ${ms(r.fromDue.p50)} | ${ms(r.fromDue.p99)} | ${ms(r.fromDue.p999)} | ${ms(r.fromDue.max)} | ${ms(r.fromSend.p50)} | ${ms(r.fromSend.p99)} | ${r.late} | ${r.errors} |`);
   }
   console.log(`\nThe same with autocannon's overallRate (bursts each second, latencies corrected with a 1 ms interval; not a check):\n`);
   console.log(fmt(fixed));
@@ -294,7 +295,9 @@ async function main(): Promise<void> {
   console.log(`| create / bare | ${create.ratio!.toFixed(2)} | >= 0.20 | ${target(create.ratio! >= 0.2)} |`);
   console.log(`| update / bare | ${update.ratio!.toFixed(2)} | >= 0.20 | ${target(update.ratio! >= 0.2)} |`);
   console.log(`| GET by id / bare | ${get.ratio!.toFixed(2)} | >= 0.50 | ${target(get.ratio! >= 0.5)} |`);
-  for (const { op, r } of pacedRows) console.log(`| p99 ${op} (from send; from due ${ms(r.fromDue.p99)}) | ${ms(r.fromSend.p99)} | <= 5 ms | ${target(r.fromSend.p99 <= 5)} |`);
+  // checked from when each request was due: a stall that keeps every connection busy delays
+  // sends, and only this count sees that wait (it also carries this process's pacing, <= 1 ms)
+  for (const { op, r } of pacedRows) console.log(`| p99 ${op} (from due; from send ${ms(r.fromSend.p99)}) | ${ms(r.fromDue.p99)} | <= 5 ms | ${target(r.fromDue.p99 <= 5)} |`);
   console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);

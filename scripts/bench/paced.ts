@@ -89,12 +89,13 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
     const now = performance.now();
     while (next < total && idle.length > 0 && start + (next * 1000) / o.rate <= now) {
       const c = idle.pop()!;
+      const bytes = request();
       c.busy = true;
       c.due = start + (next * 1000) / o.rate;
       c.sent = performance.now();
       if (c.sent - c.due > 2) late++;
       next++;
-      c.socket.write(request());
+      c.socket.write(bytes);
     }
   };
 
@@ -105,13 +106,17 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
       if (end < 0) return;
       const headers = c.buf.subarray(0, end).toString('latin1');
       const m = /\r\ncontent-length:\s*(\d+)/i.exec(headers);
-      const length = m ? Number(m[1]) : 0;
+      if (!m || !c.busy) {
+        // this reader only knows sized bodies, one request at a time: stop the run, loudly
+        fail(new Error(!m ? `a response without content-length: ${headers.split('\r\n')[0]}` : 'a response with no request outstanding'));
+        return;
+      }
+      const length = Number(m[1]);
       if (c.buf.length < end + 4 + length) return;
       c.buf = c.buf.subarray(end + 4 + length);
       const status = Number(headers.slice(9, 12));
       const at = performance.now();
-      if (!c.busy) throw new Error('a response with no request outstanding');
-      if (status < 200 || status >= 300 || !m) errors++;
+      if (status < 200 || status >= 300) errors++;
       fromDue.push(at - c.due);
       fromSend.push(at - c.sent);
       c.busy = false;

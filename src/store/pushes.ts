@@ -1,8 +1,13 @@
 // The push outbox as the delivery side sees it: what is pending for a device, what was sent,
 // acknowledged, expired. Every event is a push (its id is the pushId); the incident unit of
-// work (incidents.ts) writes them. Acks are cumulative, so nothing of a device at or below its
-// devices.acked_up_to is pending: every read here starts there, on events_device
-// (device_id, id), instead of at the device's first event.
+// work (incidents.ts) writes them.
+//
+// devices.settled_up_to is a floor: no push of the device at or below it is pending. Every
+// read here starts there, on events_device (device_id, id), instead of at the device's first
+// event. It only rises: a cumulative ack raises it to the acked id (never past the last event
+// written, so an ack of an unused id hides nothing later), and a read that finds nothing
+// pending up to some id raises it there, so expired or superseded pushes are stepped over
+// once, not on every read. No event can later appear at or below it: ids only grow.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
@@ -26,30 +31,19 @@ export class PushStore {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      pendingAfter: p(
+      floor: p(`SELECT settled_up_to FROM devices WHERE id = ?`).pluck(),
+      raise: p(`UPDATE devices SET settled_up_to = ? WHERE id = ? AND settled_up_to < ?`),
+      lastEvent: p(`SELECT coalesce(max(id), 0) FROM events`).pluck(),
+      pendingFrom: p(
         `SELECT e.id AS pushId, e.id AS eventId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
                 e.attributes, v.incident, e.last_sent_at AS lastSentAt
          FROM events e JOIN incident_versions v ON v.id = e.version_id
-         WHERE e.device_id = @deviceId AND e.state = 'PENDING'
-           AND e.id > max(@after, coalesce((SELECT acked_up_to FROM devices WHERE id = @deviceId), 0))
-         ORDER BY e.id LIMIT @limit`,
+         WHERE e.device_id = ? AND e.id > ? AND e.state = 'PENDING' ORDER BY e.id LIMIT ?`,
       ),
       markSent: p(`UPDATE events SET attempts = attempts + 1, last_sent_at = ? WHERE id = ?`),
-      ack: p(
-        `UPDATE events SET state = 'DELIVERED', delivered_at = @at
-           WHERE device_id = @deviceId AND state = 'PENDING' AND id <= @upTo
-             AND id > coalesce((SELECT acked_up_to FROM devices WHERE id = @deviceId), 0)`,
-      ),
-      // never past the last event written: an ack of an id not yet used must not hide later pushes
-      raiseAcked: p(
-        `UPDATE devices SET acked_up_to = min(@upTo, coalesce((SELECT max(id) FROM events), 0))
-           WHERE id = @deviceId AND acked_up_to < min(@upTo, coalesce((SELECT max(id) FROM events), 0))`,
-      ),
-      oldestUnacked: p(
-        `SELECT id, last_sent_at AS lastSentAt FROM events
-           WHERE device_id = @deviceId AND state = 'PENDING' AND id <= @sentUpTo
-             AND id > coalesce((SELECT acked_up_to FROM devices WHERE id = @deviceId), 0)
-           ORDER BY id LIMIT 1`,
+      ack: p(`UPDATE events SET state = 'DELIVERED', delivered_at = ? WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING'`),
+      oldestPending: p(
+        `SELECT id, last_sent_at AS lastSentAt FROM events WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING' ORDER BY id LIMIT 1`,
       ),
       expire: p(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND event_time < ?`),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
@@ -57,8 +51,24 @@ export class PushStore {
     };
   }
 
+  /** no push of the device at or below the returned id is pending */
+  private floor(deviceId: number): number {
+    return (this.st.floor.get(deviceId) as number | undefined) ?? 0;
+  }
+
+  private raise(deviceId: number, floor: number, to: number): void {
+    if (to > floor) this.st.raise.run(to, deviceId, to);
+  }
+
+  /** the device's pending pushes after `afterPushId`, in order */
   pendingAfter(deviceId: number, afterPushId: number, limit: number): PushRow[] {
-    return this.st.pendingAfter.all({ deviceId, after: afterPushId, limit }) as PushRow[];
+    return this.sqlite.transaction(() => {
+      const floor = this.floor(deviceId);
+      const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), limit) as PushRow[];
+      // read from the floor: nothing is pending below the first row found (or at all)
+      if (afterPushId <= floor) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : (this.st.lastEvent.get() as number));
+      return rows;
+    })();
   }
 
   markSent(pushIds: readonly number[], at: string): void {
@@ -70,15 +80,22 @@ export class PushStore {
   /** cumulative: every pending push <= upTo of this device becomes DELIVERED */
   ack(deviceId: number, upTo: number, at: string): number {
     return this.sqlite.transaction(() => {
-      const delivered = this.st.ack.run({ at, deviceId, upTo }).changes;
-      this.st.raiseAcked.run({ deviceId, upTo });
+      const floor = this.floor(deviceId);
+      const delivered = this.st.ack.run(at, deviceId, floor, upTo).changes;
+      this.raise(deviceId, floor, Math.min(upTo, this.st.lastEvent.get() as number));
       return delivered;
     })();
   }
 
   /** the oldest push of the device still pending among those sent so far (ids up to sentUpTo) */
   oldestUnacked(deviceId: number, sentUpTo: number): { id: number; lastSentAt: string | null } | undefined {
-    return this.st.oldestUnacked.get({ deviceId, sentUpTo }) as { id: number; lastSentAt: string | null } | undefined;
+    return this.sqlite.transaction(() => {
+      const floor = this.floor(deviceId);
+      if (sentUpTo <= floor) return undefined;
+      const oldest = this.st.oldestPending.get(deviceId, floor, sentUpTo) as { id: number; lastSentAt: string | null } | undefined;
+      this.raise(deviceId, floor, oldest ? oldest.id - 1 : sentUpTo);
+      return oldest;
+    })();
   }
 
   expireBefore(createdBefore: string): number {

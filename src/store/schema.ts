@@ -48,10 +48,11 @@ export const devices = sqliteTable(
     disabled: bool('disabled'),
     attributes: text('attributes').notNull().default('{}'),
     /**
-     * The device's highest acknowledged push (acks are cumulative): none of its events at or
-     * below it is pending, so delivery reads its events from here on, not from the first.
+     * No push (event) of this device at or below this id is pending: delivery reads the
+     * device's events from here on, not from its first. Cumulative acks raise it, and so does
+     * a delivery read that finds nothing pending below a point (src/store/pushes.ts).
      */
-    ackedUpTo: integer('acked_up_to').notNull().default(0),
+    settledUpTo: integer('settled_up_to').notNull().default(0),
   },
   (t) => [uniqueIndex('devices_unique_id').on(t.uniqueId), index('devices_name_key').on(t.nameKey)],
 );
@@ -159,7 +160,7 @@ export const events = sqliteTable(
     deliveredAt: text('delivered_at'),
   },
   // Per event, one index keyed by device (a random page write): events_device serves both the
-  // event list and delivery, which starts at the device's acked_up_to. events_incident also
+  // event list and delivery, which starts at the device's settled_up_to. events_incident also
   // carries device_id: the supersede rule looks up one device's events of one incident.
   // events_pending_time (the TTL sweep) is appended to in time order, and a push leaves it
   // once delivered.

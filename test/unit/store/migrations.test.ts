@@ -53,7 +53,7 @@ for (let upTo = 1; upTo <= journal.entries.length; upTo++) {
   });
 }
 
-t.test('when a database from before 0002 holds pushes, then their delivery state moves onto the events and delivery resumes where the device acked', async (t) => {
+t.test('when a database from before 0002 holds pushes, then their delivery state moves onto the events and delivery resumes after what the device acknowledged', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const older = join(dir, 'migrations');
@@ -83,6 +83,12 @@ t.test('when a database from before 0002 holds pushes, then their delivery state
   const pendingA = push(a, 'PENDING', 2, '2026-01-01T00:00:03.000Z', null);
   const expired = push(b, 'EXPIRED', 0, null, null);
   const pendingB = push(b, 'PENDING', 0, null, null);
+  // an event whose outbox row is missing (the old code never left one): never to be sent
+  const orphan = Number(
+    sqlite
+      .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{"callsign":"X"}', ?)`)
+      .run(b, version).lastInsertRowid,
+  );
   sqlite.close();
 
   const db = openDatabase({ path, synchronous: 'OFF' });
@@ -94,9 +100,10 @@ t.test('when a database from before 0002 holds pushes, then their delivery state
     { id: pendingA, state: 'PENDING', attempts: 2, sent: '2026-01-01T00:00:03.000Z', delivered: null },
     { id: expired, state: 'EXPIRED', attempts: 0, sent: null, delivered: null },
     { id: pendingB, state: 'PENDING', attempts: 0, sent: null, delivered: null },
+    { id: orphan, state: 'EXPIRED', attempts: 0, sent: null, delivered: null },
   ]);
-  const acked = db.$client.prepare('SELECT id, acked_up_to AS acked FROM devices ORDER BY id').all();
-  t.same(acked, [{ id: a, acked: delivered }, { id: b, acked: 0 }], "each device's highest delivered push");
+  const settled = db.$client.prepare('SELECT id, settled_up_to AS settled FROM devices ORDER BY id').all();
+  t.same(settled, [{ id: a, settled: delivered }, { id: b, settled: 0 }], "each device's highest delivered push");
   t.notOk(db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'pushes'`).get(), 'the pushes table is gone');
   const pushes = new PushStore(db);
   t.same(pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [pendingA], 'device A: what was pending is sent, nothing delivered again');

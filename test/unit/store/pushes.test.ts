@@ -1,7 +1,8 @@
-// Delivery reads a device's events from its acked_up_to on (acks are cumulative). These check
-// the watermark: it only rises, never past the last event written, and what is at or below it
-// is never offered again.
+// Delivery reads a device's events from its settled_up_to on: no push of the device at or below
+// it is pending. These check that floor: acks and reads raise it, it never passes the last event
+// written, and at every step what delivery offers is exactly what is pending.
 import t, { type Test } from 'tap';
+import fc from 'fast-check';
 import { openDatabase } from '../../../src/store/db.js';
 import { PushStore } from '../../../src/store/pushes.js';
 
@@ -17,9 +18,9 @@ function world(t: Test) {
         .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
         .run(deviceId, version, state).lastInsertRowid,
     );
-  const acked = (deviceId: number) => sqlite.prepare('SELECT acked_up_to FROM devices WHERE id = ?').pluck().get(deviceId);
+  const settled = (deviceId: number) => sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(deviceId) as number;
   const states = () => sqlite.prepare('SELECT state FROM events ORDER BY id').pluck().all();
-  return { pushes: new PushStore(db), device, event, acked, states };
+  return { pushes: new PushStore(db), sqlite, device, event, settled, states };
 }
 
 t.test('when a device acks, then its pushes up to that id are delivered and delivery starts after them', async (t) => {
@@ -29,11 +30,11 @@ t.test('when a device acks, then its pushes up to that id are delivered and deli
   const [a1, b1, a2, a3] = [w.event(a), w.event(b), w.event(a), w.event(a)];
   t.equal(w.pushes.ack(a, a2!, 'T'), 2, 'two pushes of A delivered');
   t.same(w.states(), ['DELIVERED', 'PENDING', 'DELIVERED', 'PENDING'], "B's push is untouched");
-  t.equal(w.acked(a), a2);
+  t.equal(w.settled(a), a2);
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [a3], 'from a new socket (cursor 0), only what follows the ack');
   t.same(w.pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b1]);
   t.equal(w.pushes.ack(a, a1!, 'T'), 0, 'an older ack changes nothing');
-  t.equal(w.acked(a), a2, 'and does not lower the watermark');
+  t.equal(w.settled(a), a2, 'and does not lower the floor');
 });
 
 t.test('when a device acks an id not yet written, then later pushes are still sent', async (t) => {
@@ -41,7 +42,7 @@ t.test('when a device acks an id not yet written, then later pushes are still se
   const a = w.device('A');
   const a1 = w.event(a);
   t.equal(w.pushes.ack(a, 1_000_000, 'T'), 1);
-  t.equal(w.acked(a), a1, 'the watermark stops at the last event written');
+  t.equal(w.settled(a), a1, 'the floor stops at the last event written');
   const a2 = w.event(a);
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [a2], 'a push written after the ack is offered');
 });
@@ -58,4 +59,89 @@ t.test('when pushes were superseded or expired, then delivery and the ack-timeou
   t.same(w.pushes.oldestUnacked(a, p), { id: p, lastSentAt: '2026-01-01T00:00:05.000Z' });
   w.pushes.ack(a, p, 'T');
   t.equal(w.pushes.oldestUnacked(a, p), undefined, 'acked: nothing to resend');
+});
+
+t.test('when pushes were stepped over once, then the floor is past them and later reads start there', async (t) => {
+  const w = world(t);
+  const a = w.device('A');
+  const b = w.device('B');
+  w.event(a, 'EXPIRED');
+  w.event(b);
+  const superseded = w.event(a, 'SUPERSEDED');
+  t.same(w.pushes.pendingAfter(a, 0, 10), [], 'nothing pending for A');
+  t.ok(w.settled(a) >= superseded, 'the read raised the floor past what it stepped over');
+  const p = w.event(a);
+  t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [p]);
+  t.equal(w.settled(a), p - 1, 'up to just below the first pending push');
+  t.equal(w.settled(b), 0, "another device's floor is its own");
+  w.pushes.markSent([p], 'T');
+  w.sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE id = ?`).run(p);
+  t.equal(w.pushes.oldestUnacked(a, p), undefined, 'sent, then expired: nothing to resend');
+  t.equal(w.settled(a), p, 'and the ack-timeout lookup raised the floor to what was sent');
+});
+
+// a model of delivery: random writes, acks, reads and expiries on two devices; after every
+// step, delivery offers exactly the pending pushes, and none is at or below its floor
+t.test('when writes, acks, reads and expiries interleave at random, then delivery offers exactly what is pending', async (t) => {
+  const step = fc.oneof(
+    fc.record({ op: fc.constant('write' as const), dev: fc.integer({ min: 0, max: 1 }), state: fc.constantFrom('PENDING', 'PENDING', 'PENDING', 'SUPERSEDED', 'EXPIRED') }),
+    fc.record({ op: fc.constant('ack' as const), dev: fc.integer({ min: 0, max: 1 }), back: fc.integer({ min: -3, max: 8 }) }),
+    fc.record({ op: fc.constant('read' as const), dev: fc.integer({ min: 0, max: 1 }), back: fc.integer({ min: 0, max: 8 }) }),
+    fc.record({ op: fc.constant('sweep' as const), dev: fc.integer({ min: 0, max: 1 }), back: fc.integer({ min: 0, max: 8 }) }),
+    fc.record({ op: fc.constant('expire' as const), back: fc.integer({ min: 0, max: 8 }) }),
+  );
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.array(step, { maxLength: 40 }), (steps) => {
+      runs++;
+      const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+      try {
+        const sqlite = db.$client;
+        const pushes = new PushStore(db);
+        const ids = ['A', 'B'].map((n) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(n, n.toLowerCase(), `u-${n}`).lastInsertRowid));
+        const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (1, '{}')`).run().lastInsertRowid);
+        const last = () => sqlite.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number;
+        const pending = (d: number) => sqlite.prepare(`SELECT id FROM events WHERE device_id = ? AND state = 'PENDING' ORDER BY id`).pluck().all(d) as number[];
+        for (const s of steps) {
+          const at = (back: number) => Math.max(0, last() - back);
+          if (s.op === 'write') {
+            sqlite
+              .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, 'T', '{}', ?, ?)`)
+              .run(ids[s.dev]!, version, s.state);
+          } else if (s.op === 'ack') {
+            const upTo = last() - s.back;
+            const before = pending(ids[1 - s.dev]!);
+            pushes.ack(ids[s.dev]!, upTo, 'T');
+            if (pending(ids[s.dev]!).some((id) => id <= upTo)) throw new Error(`a pending push at or below ack ${upTo} is left`);
+            if (JSON.stringify(pending(ids[1 - s.dev]!)) !== JSON.stringify(before)) throw new Error("an ack touched another device's pushes");
+          } else if (s.op === 'read') {
+            const after = at(s.back);
+            const got = pushes.pendingAfter(ids[s.dev]!, after, 1000).map((r) => r.pushId);
+            const want = pending(ids[s.dev]!).filter((id) => id > after);
+            if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error(`read after ${after}: ${JSON.stringify(got)}, pending ${JSON.stringify(want)}`);
+          } else if (s.op === 'sweep') {
+            const sentUpTo = at(s.back);
+            const got = pushes.oldestUnacked(ids[s.dev]!, sentUpTo)?.id;
+            const want = pending(ids[s.dev]!).find((id) => id <= sentUpTo);
+            if (got !== want) throw new Error(`oldest unacked up to ${sentUpTo}: ${got}, want ${want}`);
+          } else {
+            sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND id <= ?`).run(at(s.back));
+          }
+          for (const d of ids) {
+            const floor = sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(d) as number;
+            if (pending(d).some((id) => id <= floor)) throw new Error(`device ${d}: a pending push at or below its floor ${floor}`);
+            if (floor > last()) throw new Error(`device ${d}: floor ${floor} past the last event ${last()}`);
+          }
+        }
+        for (const d of ids) {
+          const got = pushes.pendingAfter(d, 0, 1000).map((r) => r.pushId);
+          if (JSON.stringify(got) !== JSON.stringify(pending(d))) throw new Error(`from a new socket: ${JSON.stringify(got)} vs ${JSON.stringify(pending(d))}`);
+        }
+      } finally {
+        db.$client.close();
+      }
+    }),
+    { seed: 20261123, numRuns: 300 },
+  );
+  t.equal(runs, 300, '300 random sequences hold');
 });
