@@ -14,6 +14,12 @@
 // WAL) makes that rare: p99 of creates at 1 000/s on a large database 11–12 ms with it,
 // 30–33 ms with a 10 000-page backstop (two alternating runs each). It also covers a thread
 // that has died.
+//
+// Every 10 ms, not 50: each pass then copies and syncs fewer pages, and a commit waiting on
+// the disk behind it waits less. On a database of ~230 000 incidents (40 s of creates at 50
+// connections), p99 of creates paced at 1 000/s from when each was due, two runs of two
+// windows each: 50 ms 6.4–7.8 ms, 20 ms 4.9–5.8, 10 ms 4.9–6.3, 5 ms 4.8–5.3; creates/s at
+// 50 connections meanwhile 5 700–5 900 at 10 and 50 ms (5 400–5 600 at 5 and 20 ms).
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import type Database from 'better-sqlite3';
@@ -74,7 +80,7 @@ export class Checkpointer {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     this.worker = new Worker(WORKER, {
       eval: true,
-      workerData: { driver, path: opts.path, synchronous: opts.synchronous, intervalMs: opts.intervalMs ?? 50 },
+      workerData: { driver, path: opts.path, synchronous: opts.synchronous, intervalMs: opts.intervalMs ?? 10 },
     });
     this.worker.unref();
     this.worker.on('message', (m: { id: number; result: never }) => {
