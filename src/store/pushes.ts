@@ -5,9 +5,11 @@
 // devices.settled_up_to is a floor: no push of the device at or below it is pending. Every
 // read here starts there, on events_device (device_id, id), instead of at the device's first
 // event. It only rises: a cumulative ack raises it to the acked id (never past the last event
-// written, so an ack of an unused id hides nothing later), and a read that finds nothing
-// pending up to some id raises it there, so expired or superseded pushes are stepped over
-// once, not on every read. No event can later appear at or below it: ids only grow.
+// written, so an ack of an unused id hides nothing later); a new socket's first read, which
+// finds nothing pending below its first row, raises it there, so expired or superseded pushes
+// are stepped over once per connection, not on every read. No event can later appear at or
+// below it: ids only grow. It is a hint for reads, never needed for correctness: any lower
+// value gives the same answers, more slowly.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
@@ -60,15 +62,15 @@ export class PushStore {
     if (to > floor) this.st.raise.run(to, deviceId, to);
   }
 
-  /** the device's pending pushes after `afterPushId`, in order */
+  /** the device's pending pushes after `afterPushId`, in order (0: a new socket's first read) */
   pendingAfter(deviceId: number, afterPushId: number, limit: number): PushRow[] {
-    return this.sqlite.transaction(() => {
-      const floor = this.floor(deviceId);
-      const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), limit) as PushRow[];
-      // read from the floor: nothing is pending below the first row found (or at all)
-      if (afterPushId <= floor) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : (this.st.lastEvent.get() as number));
-      return rows;
-    })();
+    const floor = this.floor(deviceId);
+    const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), limit) as PushRow[];
+    // A new socket reads from the floor: nothing is pending below the first row found (or at
+    // all), so the floor moves past what this read stepped over. Later reads start at the
+    // socket's cursor and write nothing: no write per push delivered.
+    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : (this.st.lastEvent.get() as number));
+    return rows;
   }
 
   markSent(pushIds: readonly number[], at: string): void {
@@ -89,13 +91,12 @@ export class PushStore {
 
   /** the oldest push of the device still pending among those sent so far (ids up to sentUpTo) */
   oldestUnacked(deviceId: number, sentUpTo: number): { id: number; lastSentAt: string | null } | undefined {
-    return this.sqlite.transaction(() => {
-      const floor = this.floor(deviceId);
-      if (sentUpTo <= floor) return undefined;
-      const oldest = this.st.oldestPending.get(deviceId, floor, sentUpTo) as { id: number; lastSentAt: string | null } | undefined;
-      this.raise(deviceId, floor, oldest ? oldest.id - 1 : sentUpTo);
-      return oldest;
-    })();
+    const floor = this.floor(deviceId);
+    if (sentUpTo <= floor) return undefined;
+    const oldest = this.st.oldestPending.get(deviceId, floor, sentUpTo) as { id: number; lastSentAt: string | null } | undefined;
+    // everything sent is settled without an ack (expired): the next lookup starts after it
+    if (!oldest) this.raise(deviceId, floor, sentUpTo);
+    return oldest;
   }
 
   expireBefore(createdBefore: string): number {

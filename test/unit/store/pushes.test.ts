@@ -80,6 +80,20 @@ t.test('when pushes were stepped over once, then the floor is past them and late
   t.equal(w.settled(a), p, 'and the ack-timeout lookup raised the floor to what was sent');
 });
 
+t.test('when a connected device acks and gets its next push, then delivery writes nothing more', async (t) => {
+  const w = world(t);
+  const a = w.device('A');
+  const b = w.device('B');
+  const p = w.event(a);
+  w.pushes.ack(a, p, 'T');
+  w.event(b); // another device's push: a gap in A's ids
+  const q = w.event(a);
+  t.same(w.pushes.pendingAfter(a, p, 10).map((r) => r.pushId), [q], "a read from the socket's cursor");
+  t.equal(w.settled(a), p, 'leaves the floor where the ack put it (no write per push delivered)');
+  t.equal(w.pushes.oldestUnacked(a, p), undefined, 'nothing sent is unacked');
+  t.equal(w.settled(a), p, 'and the ack-timeout lookup writes nothing either');
+});
+
 // a model of delivery: random writes, acks, reads and expiries on two devices; after every
 // step, delivery offers exactly the pending pushes, and none is at or below its floor
 t.test('when writes, acks, reads and expiries interleave at random, then delivery offers exactly what is pending', async (t) => {
