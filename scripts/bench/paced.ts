@@ -53,7 +53,7 @@ interface Conn {
   buf: Buffer;
 }
 
-export function quantiles(values: number[]): Quantiles {
+function quantiles(values: number[]): Quantiles {
   const s = Float64Array.from(values).sort();
   const q = (p: number) => (s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!);
   return { p50: q(0.5), p99: q(0.99), p999: q(0.999), max: s.length ? s[s.length - 1]! : NaN };
@@ -85,13 +85,14 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
   });
   let start = 0;
 
+  const dueAt = (i: number) => start + (i * 1000) / o.rate;
   const dispatch = () => {
     const now = performance.now();
-    while (next < total && idle.length > 0 && start + (next * 1000) / o.rate <= now) {
+    while (next < total && idle.length > 0 && dueAt(next) <= now) {
       const c = idle.pop()!;
       const bytes = request();
       c.busy = true;
-      c.due = start + (next * 1000) / o.rate;
+      c.due = dueAt(next);
       c.sent = performance.now();
       if (c.sent - c.due > 2) late++;
       next++;

@@ -123,7 +123,7 @@ export class DeviceHub implements PushHub {
     return (
       `{"type":"push","pushId":${row.pushId},"event":` +
       JSON.stringify({
-        id: row.eventId,
+        id: row.pushId,
         type: row.type,
         eventTime: row.eventTime,
         deviceId: row.deviceId,

@@ -14,8 +14,8 @@ import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
 export interface PushRow {
+  /** the event's id: every event is its own push */
   pushId: number;
-  eventId: number;
   type: 'incidentAssigned' | 'incidentDeassigned';
   eventTime: string;
   deviceId: number;
@@ -37,7 +37,7 @@ export class PushStore {
       raise: p(`UPDATE devices SET settled_up_to = ? WHERE id = ? AND settled_up_to < ?`),
       lastEvent: p(`SELECT coalesce(max(id), 0) FROM events`).pluck(),
       pendingFrom: p(
-        `SELECT e.id AS pushId, e.id AS eventId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
+        `SELECT e.id AS pushId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
                 e.attributes, v.incident, e.last_sent_at AS lastSentAt
          FROM events e JOIN incident_versions v ON v.id = e.version_id
          WHERE e.device_id = ? AND e.id > ? AND e.state = 'PENDING' ORDER BY e.id LIMIT ?`,
