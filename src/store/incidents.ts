@@ -1,7 +1,8 @@
 // The incident unit of work: inside ONE synchronous SQLite transaction it reads the current
-// state, runs the pure domain function, and writes the incident, its resources, its
-// assignments and its events, which are the push outbox (transactional outbox). Nested calls
-// (group commit) become savepoints, so each operation stays atomic on its own.
+// state, runs the pure domain function, and writes the incident (its resources and
+// assignments are on its row), its callsign keys and its events, which are the push outbox
+// (transactional outbox). Nested calls (group commit) become savepoints, so each operation
+// stays atomic on its own.
 import type Database from 'better-sqlite3';
 import { callsignKey, normaliseCallsigns } from '../domain/callsign.js';
 import {
@@ -43,6 +44,13 @@ interface IncidentRow {
   longitude: number;
   priority: number;
   description: string | null;
+  /** JSON array of callsigns */
+  resources: string;
+}
+
+interface StoredRow extends IncidentRow {
+  /** JSON array of Assignment */
+  assignments: string;
 }
 
 export interface ListFilter {
@@ -80,9 +88,9 @@ export interface EventView {
 }
 
 const INCIDENT_COLUMNS =
-  'id, origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description';
+  'id, origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, resources';
 
-function toIncident(row: IncidentRow, resources: string[]): Incident {
+function toIncident(row: IncidentRow): Incident {
   return {
     id: row.id,
     originId: row.origin_id,
@@ -96,7 +104,7 @@ function toIncident(row: IncidentRow, resources: string[]): Incident {
     longitude: row.longitude,
     priority: row.priority,
     description: row.description,
-    resources,
+    resources: JSON.parse(row.resources) as string[],
   };
 }
 
@@ -125,26 +133,24 @@ export class IncidentStore {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      byId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE id = ?`),
-      byOriginId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE origin_id = ?`),
+      byId: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE id = ?`),
+      byOriginId: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE origin_id = ?`),
       idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
       exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
-      resources: p(`SELECT callsign FROM incident_resources WHERE incident_id = ? ORDER BY position`).pluck(),
-      assignments: p(`SELECT callsign_key AS callsignKey, callsign, device_id AS deviceId FROM assignments WHERE incident_id = ? ORDER BY rowid`),
+      deviceExists: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
       insert: p(
-        `INSERT INTO incidents (origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at)
-         VALUES (@originId, @type, @timeOfOrigin, @timeReceived, @timeUpdated, @status, @timeClosed, @latitude, @longitude, @priority, @description, @storedAt)`,
+        `INSERT INTO incidents (origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at, resources, assignments)
+         VALUES (@originId, @type, @timeOfOrigin, @timeReceived, @timeUpdated, @status, @timeClosed, @latitude, @longitude, @priority, @description, @storedAt, @resources, @assignments)`,
       ),
       update: p(
         `UPDATE incidents SET origin_id = @originId, type = @type, time_of_origin = @timeOfOrigin, time_received = @timeReceived,
            time_updated = @timeUpdated, status = @status, time_closed = @timeClosed, latitude = @latitude, longitude = @longitude,
-           priority = @priority, description = @description, stored_at = @storedAt WHERE id = @id`,
+           priority = @priority, description = @description, stored_at = @storedAt, resources = @resources, assignments = @assignments
+         WHERE id = @id`,
       ),
       delete: p(`DELETE FROM incidents WHERE id = ?`),
-      clearResources: p(`DELETE FROM incident_resources WHERE incident_id = ?`),
-      insertResource: p(`INSERT INTO incident_resources (incident_id, position, callsign, callsign_key) VALUES (?, ?, ?, ?)`),
-      deleteAssignment: p(`DELETE FROM assignments WHERE incident_id = ? AND callsign_key = ? AND device_id = ?`),
-      insertAssignment: p(`INSERT OR IGNORE INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`),
+      insertCallsign: p(`INSERT OR IGNORE INTO incident_callsigns (callsign_key, incident_id) VALUES (?, ?)`),
+      deleteCallsign: p(`DELETE FROM incident_callsigns WHERE callsign_key = ? AND incident_id = ?`),
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
       insertEvent: p(
@@ -200,7 +206,7 @@ export class IncidentStore {
     if (hit) return hit;
     const row = this.st.byId.get(id) as IncidentRow | undefined;
     if (!row) return undefined;
-    const incident = this.load(row);
+    const incident = toIncident(row);
     if (this.cache.size >= IncidentStore.CACHE_MAX_INCIDENTS || this.cachedCallsigns + incident.resources.length > IncidentStore.CACHE_MAX_CALLSIGNS) {
       this.cache.clear();
       this.cachedCallsigns = 0;
@@ -225,8 +231,16 @@ export class IncidentStore {
     return caller.administrator || this.st.reaches.get(id, caller.id, caller.id) !== undefined;
   }
 
-  private load(row: IncidentRow): Incident {
-    return toIncident(row, this.st.resources.all(row.id) as string[]);
+  /**
+   * The stored assignments of devices that still exist, in the order they were assigned. A
+   * deleted device's entry stays on the row until the incident is next written: deleting a
+   * device would otherwise have to search every incident.
+   */
+  private storedAssignments(row: StoredRow): Assignment[] {
+    const stored = JSON.parse(row.assignments) as Assignment[];
+    const gone = new Set<number>();
+    for (const a of stored) if (!gone.has(a.deviceId) && this.st.deviceExists.get(a.deviceId) === undefined) gone.add(a.deviceId);
+    return gone.size === 0 ? stored : stored.filter((a) => !gone.has(a.deviceId));
   }
 
   /** the incident, if the caller has permission on it */
@@ -248,18 +262,12 @@ export class IncidentStore {
     return { matches, online: this.presence.online };
   }
 
-  private writeResources(id: number, resources: readonly string[]): void {
-    this.st.clearResources.run(id);
-    resources.forEach((c, i) => this.st.insertResource.run(id, i, c, callsignKey(c)));
-  }
-
-  /** Replaces the incident's assignments with `next`, touching only the rows that change. */
-  private writeAssignments(id: number, previous: readonly Assignment[], next: readonly Assignment[]): void {
-    const k = (a: Assignment) => `${a.callsignKey}\u0000${a.deviceId}`;
-    const keep = new Set(next.map(k));
-    const had = new Set(previous.map(k));
-    for (const a of previous) if (!keep.has(k(a))) this.st.deleteAssignment.run(id, a.callsignKey, a.deviceId);
-    for (const a of next) if (!had.has(k(a))) this.st.insertAssignment.run(id, a.callsignKey, a.callsign, a.deviceId);
+  /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
+  private writeCallsigns(id: number, before: readonly string[], after: readonly string[]): void {
+    const had = new Set(before.map(callsignKey));
+    const has = new Set(after.map(callsignKey));
+    for (const key of had) if (!has.has(key)) this.st.deleteCallsign.run(key, id);
+    for (const key of has) if (!had.has(key)) this.st.insertCallsign.run(key, id);
   }
 
   /**
@@ -300,10 +308,10 @@ export class IncidentStore {
       const outcome = planCreate(body, now, this.matchContext(caller, body.resources));
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       const draft: IncidentDraft = outcome.plan.incident;
-      const id = Number(this.st.insert.run({ ...draft, storedAt: now }).lastInsertRowid);
+      const row = { ...draft, storedAt: now, resources: JSON.stringify(draft.resources), assignments: JSON.stringify(outcome.plan.assignments) };
+      const id = Number(this.st.insert.run(row).lastInsertRowid);
       const incident: Incident = { id, ...draft };
-      this.writeResources(id, incident.resources);
-      this.writeAssignments(id, [], outcome.plan.assignments);
+      this.writeCallsigns(id, [], incident.resources);
       this.st.link.run(caller.id, id);
       return this.finish({ ...outcome.plan, incident }, now);
     });
@@ -314,13 +322,12 @@ export class IncidentStore {
     const invalid = invalidCallsigns(body.resources);
     if (invalid) return invalid;
     return this.atomically((): Outcome => {
-      const row = ('id' in locator ? this.st.byId.get(locator.id) : this.st.byOriginId.get(locator.originId)) as IncidentRow | undefined;
+      const row = ('id' in locator ? this.st.byId.get(locator.id) : this.st.byOriginId.get(locator.originId)) as StoredRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const stored = this.load(row);
-      const previous = this.st.assignments.all(row.id) as Assignment[];
-      const outcome = planUpdate(stored, previous, body, now, this.matchContext(caller, body.resources));
+      const stored = toIncident(row);
+      const outcome = planUpdate(stored, this.storedAssignments(row), body, now, this.matchContext(caller, body.resources));
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       if (body.originId !== row.origin_id) {
         const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
@@ -330,24 +337,24 @@ export class IncidentStore {
       }
       const incident = outcome.plan.incident;
       this.forget(row.id);
-      this.st.update.run({ ...incident, storedAt: now });
+      this.st.update.run({ ...incident, storedAt: now, resources: JSON.stringify(incident.resources), assignments: JSON.stringify(outcome.plan.assignments) });
       // most CAD updates change a description or priority, not the callsigns
-      if (!sameList(stored.resources, incident.resources)) this.writeResources(row.id, incident.resources);
-      this.writeAssignments(row.id, previous, outcome.plan.assignments);
+      if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(row.id, stored.resources, incident.resources);
       return this.finish(outcome.plan, now);
     });
   }
 
   delete(caller: UserRecord, id: number, now: string): Outcome {
     return this.atomically((): Outcome => {
-      const row = this.st.byId.get(id) as IncidentRow | undefined;
+      const row = this.st.byId.get(id) as StoredRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const stored = this.load(row);
-      const plan = planDelete(stored, this.st.assignments.all(id) as Assignment[], { online: this.presence.online });
+      const stored = toIncident(row);
+      const plan = planDelete(stored, this.storedAssignments(row), { online: this.presence.online });
       const result = this.finish(plan, now);
       this.forget(id);
+      this.writeCallsigns(id, stored.resources, []);
       this.st.delete.run(id);
       return result;
     });
@@ -379,7 +386,7 @@ export class IncidentStore {
       args.push(filter.originId);
     }
     if (filter.callsign !== undefined) {
-      where.push('i.id IN (SELECT incident_id FROM incident_resources WHERE callsign_key = ?)');
+      where.push('i.id IN (SELECT incident_id FROM incident_callsigns WHERE callsign_key = ?)');
       args.push(callsignKey(filter.callsign));
     }
     if (filter.updatedSince !== undefined) {
@@ -392,17 +399,7 @@ export class IncidentStore {
     const rows = this.prepared(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
     const more = rows.length > filter.limit;
     const page = more ? rows.slice(0, filter.limit) : rows;
-    const byIncident = new Map<number, string[]>();
-    if (page.length > 0) {
-      const res = this.prepared(`SELECT incident_id AS id, callsign FROM incident_resources WHERE incident_id IN (${page.map(() => '?').join(',')}) ORDER BY incident_id, position`)
-        .all(...page.map((r) => r.id)) as { id: number; callsign: string }[];
-      for (const r of res) {
-        const list = byIncident.get(r.id);
-        if (list) list.push(r.callsign);
-        else byIncident.set(r.id, [r.callsign]);
-      }
-    }
-    return { incidents: page.map((r) => toIncident(r, byIncident.get(r.id) ?? [])), more };
+    return { incidents: page.map(toIncident), more };
   }
 
   events(filter: EventFilter): EventView[] {

@@ -92,33 +92,32 @@ export const incidents = sqliteTable(
     description: text('description'),
     /** server time of the last write; `updatedSince` filters on it */
     storedAt: text('stored_at').notNull(),
+    /** the callsigns as sent (JSON array of strings, in order) */
+    resources: text('resources').notNull().default('[]'),
+    /**
+     * the devices assigned, per callsign (JSON array of {callsignKey, callsign, deviceId}, in
+     * the order they were assigned). Only an OPEN incident has any. On the incident row, not
+     * in tables of their own: those cost a create four more B-trees to write (rows and
+     * primary keys; BENCHMARKS.md, session 5). A deleted device may still be listed: readers
+     * drop ids that no longer exist.
+     */
+    assignments: text('assignments').notNull().default('[]'),
   },
   (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt)],
 );
 
-export const incidentResources = sqliteTable(
-  'incident_resources',
+/**
+ * The callsign filter of the incident list: one row per distinct callsign key an incident
+ * lists (none once it is closed). Keyed by callsign only, so no foreign key: a cascade would
+ * scan it; the incident store deletes an incident's rows by the keys on its row.
+ */
+export const incidentCallsigns = sqliteTable(
+  'incident_callsigns',
   {
-    incidentId: integer('incident_id').notNull().references(() => incidents.id, { onDelete: 'cascade' }),
-    position: integer('position').notNull(),
-    callsign: text('callsign').notNull(),
     callsignKey: text('callsign_key').notNull(),
+    incidentId: integer('incident_id').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.incidentId, t.position] }), index('incident_resources_key').on(t.callsignKey)],
-);
-
-export const assignments = sqliteTable(
-  'assignments',
-  {
-    incidentId: integer('incident_id').notNull().references(() => incidents.id, { onDelete: 'cascade' }),
-    callsignKey: text('callsign_key').notNull(),
-    callsign: text('callsign').notNull(),
-    deviceId: integer('device_id').notNull().references(() => devices.id, { onDelete: 'cascade' }),
-  },
-  // No index on device_id: every create and update would write one random page of it per
-  // device assigned, for the only reader, the cascade when a device is deleted (rare; it
-  // scans the assignments of open incidents instead).
-  (t) => [primaryKey({ columns: [t.incidentId, t.callsignKey, t.deviceId] })],
+  (t) => [primaryKey({ columns: [t.callsignKey, t.incidentId] })],
 );
 
 export const userIncidents = sqliteTable(

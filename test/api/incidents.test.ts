@@ -270,6 +270,19 @@ t.test('delete', async (t) => {
   });
 });
 
+t.test('when a device assigned to an open incident is deleted, then stand-downs and reports leave it out', async (t) => {
+  const { app } = await makeApp(t);
+  const w = await world(app);
+  const created = (await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'D1', resources: ['E1', 'A7'] }))).body.incident;
+  t.equal((await send(app, adminAuth(), 'DELETE', `/api/devices/${w.a7}`)).status, 204);
+  t.equal((await send(app, adminAuth(), 'DELETE', `/api/devices/${w.e1a}`)).status, 204);
+  const update = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'D1', resources: [] }));
+  t.same(update.body.details.deviceStatuses, { E1: 'OFFLINE', A7: 'NOT_FOUND' }, 'A7 had only the deleted device; E1 keeps its other one');
+  const standDowns = (await events(app, `?incidentId=${created.id}&type=incidentDeassigned`)).map((e) => e.deviceId);
+  t.same(standDowns, [w.e1b], 'no stand-down is written for a deleted device');
+  t.same(update.body.incident.resources, [], 'the callsigns are gone');
+});
+
 t.test('list', async (t) => {
   t.test('when listing, then only the caller\'s incidents, filtered and paged with a Link header', async (t) => {
     const { app } = await makeApp(t);
@@ -316,8 +329,7 @@ t.test('when a write fails inside the transaction, then no incident, event or ou
   t.notMatch(JSON.stringify(res.body), /disk on fire|    at /, 'nothing internal leaks');
   const count = (table: string) => (db.$client.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
   t.equal(count('incidents'), 0);
-  t.equal(count('incident_resources'), 0);
-  t.equal(count('assignments'), 0);
+  t.equal(count('incident_callsigns'), 0);
   t.equal(count('events'), 0);
   t.equal(count('incident_versions'), 0);
   db.$client.exec('DROP TRIGGER fail_event');
@@ -383,8 +395,8 @@ t.test('when an update keeps the callsigns, then they stay stored in their order
   const res = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'K', resources: ['A7', 'E1'], priority: 1, description: 'upgraded' }));
   t.equal(res.status, 200, 'no device is newly notified: the plain incident');
   t.same(res.body.resources, ['A7', 'E1']);
-  const rows = db.$client.prepare('SELECT position, callsign FROM incident_resources WHERE incident_id = ? ORDER BY position').all(created.id);
-  t.same(rows, [{ position: 0, callsign: 'A7' }, { position: 1, callsign: 'E1' }], 'the stored callsigns are unchanged');
+  const stored = db.$client.prepare('SELECT resources FROM incidents WHERE id = ?').pluck().get(created.id);
+  t.same(JSON.parse(stored as string), ['A7', 'E1'], 'the stored callsigns are unchanged');
   t.equal((await events(app, `?incidentId=${created.id}`)).length, before, 'no new event');
   const swapped = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'K', resources: ['E1', 'A7'] }));
   t.same(swapped.body.resources, ['E1', 'A7'], 'a new order is a change, and is stored');

@@ -11,6 +11,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { openDatabase } from '../../../src/store/db.js';
 import { migrationsPath } from '../../../src/paths.js';
 import { PushStore } from '../../../src/store/pushes.js';
+import { IncidentStore } from '../../../src/store/incidents.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];
@@ -108,4 +109,74 @@ t.test('when a database from before 0002 holds pushes, then their delivery state
   const pushes = new PushStore(db);
   t.same(pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [pendingA], 'device A: what was pending is sent, nothing delivered again');
   t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [pendingB], 'device B: what was pending is sent');
+});
+
+t.test('when a database from before 0005 holds resources and assignments, then they move onto the incident rows in the order they were read', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const older = join(dir, 'migrations');
+  cpSync(migrationsPath, older, { recursive: true });
+  const before = journal.entries.findIndex((e) => e.tag.startsWith('0005_'));
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, before) }));
+  const path = join(dir, 'cad.sqlite');
+  const sqlite = new Database(path);
+  migrate(drizzle(sqlite), { migrationsFolder: older });
+  const device = (name: string) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
+  const [e1a, e1b, a7] = [device('E1'), device('e1'), device('A7')];
+  const incident = (originId: string, status: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES (?, 'FIRE', ?, 1, 2, 3, '2026-01-01T00:00:00.000Z')`)
+        .run(originId, status).lastInsertRowid,
+    );
+  const open = incident('O', 'OPEN');
+  const bare = incident('B', 'OPEN');
+  const closed = incident('C', 'CLOSED');
+  // resources written out of position order; assignments in the order they were assigned
+  const resource = sqlite.prepare(`INSERT INTO incident_resources (incident_id, position, callsign, callsign_key) VALUES (?, ?, ?, ?)`);
+  resource.run(open, 2, 'Z9', 'z9');
+  resource.run(open, 0, 'A7', 'a7');
+  resource.run(open, 1, 'E1', 'e1');
+  const assignment = sqlite.prepare(`INSERT INTO assignments (incident_id, callsign_key, callsign, device_id) VALUES (?, ?, ?, ?)`);
+  assignment.run(open, 'e1', 'E1', e1b);
+  assignment.run(open, 'a7', 'A7', a7);
+  assignment.run(open, 'e1', 'E1', e1a);
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const rows = db.$client.prepare('SELECT id, resources, assignments FROM incidents ORDER BY id').all() as { id: number; resources: string; assignments: string }[];
+  t.same(
+    rows.map((r) => ({ id: r.id, resources: JSON.parse(r.resources), assignments: JSON.parse(r.assignments) })),
+    [
+      {
+        id: open,
+        resources: ['A7', 'E1', 'Z9'],
+        assignments: [
+          { callsignKey: 'e1', callsign: 'E1', deviceId: e1b },
+          { callsignKey: 'a7', callsign: 'A7', deviceId: a7 },
+          { callsignKey: 'e1', callsign: 'E1', deviceId: e1a },
+        ],
+      },
+      { id: bare, resources: [], assignments: [] },
+      { id: closed, resources: [], assignments: [] },
+    ],
+  );
+  t.same(
+    db.$client.prepare('SELECT callsign_key AS k, incident_id AS id FROM incident_callsigns ORDER BY k').all(),
+    [
+      { k: 'a7', id: open },
+      { k: 'e1', id: open },
+      { k: 'z9', id: open },
+    ],
+    'the callsign filter has one row per callsign key',
+  );
+  const gone = db.$client.prepare(`SELECT name FROM sqlite_master WHERE name IN ('incident_resources', 'assignments')`).pluck().all();
+  t.same(gone, [], 'the old tables are gone');
+  const store = new IncidentStore(db, { online: new Set() });
+  t.same(
+    store.list({ ownerIds: null, callsign: 'e1', limit: 10, offset: 0 }).incidents.map((i) => [i.id, i.resources]),
+    [[open, ['A7', 'E1', 'Z9']]],
+    'the list filters by callsign and reads the resources from the row',
+  );
 });

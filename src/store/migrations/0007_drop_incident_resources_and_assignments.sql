@@ -1,0 +1,2 @@
+DROP TABLE `assignments`;--> statement-breakpoint
+DROP TABLE `incident_resources`;
