@@ -1,8 +1,9 @@
 // The incident unit of work: inside ONE synchronous SQLite transaction it reads the current
 // state, runs the pure domain function, and writes the incident (its resources and
 // assignments are on its row), its callsign keys and its events, which are the push outbox
-// (transactional outbox). Nested calls (group commit) become savepoints, so each operation
-// stays atomic on its own.
+// (transactional outbox). Inside a group commit (group-commit.ts) it runs in the group's
+// transaction; a group with a failing operation is rolled back and each operation re-run
+// alone, so each stays atomic on its own.
 import type Database from 'better-sqlite3';
 import { callsignKey, normaliseCallsigns } from '../domain/callsign.js';
 import {
@@ -133,7 +134,8 @@ export class IncidentStore {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      byId: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE id = ?`),
+      byId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE id = ?`),
+      storedById: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE id = ?`),
       byOriginId: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE origin_id = ?`),
       idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
       exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
@@ -175,7 +177,7 @@ export class IncidentStore {
     };
   }
 
-  /** fn in a transaction of its own, or as part of the caller's (group commit gives each op a savepoint) */
+  /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
   private atomically<T>(fn: () => T): T {
     return this.sqlite.inTransaction ? fn() : this.sqlite.transaction(fn)();
   }
@@ -322,7 +324,7 @@ export class IncidentStore {
     const invalid = invalidCallsigns(body.resources);
     if (invalid) return invalid;
     return this.atomically((): Outcome => {
-      const row = ('id' in locator ? this.st.byId.get(locator.id) : this.st.byOriginId.get(locator.originId)) as StoredRow | undefined;
+      const row = ('id' in locator ? this.st.storedById.get(locator.id) : this.st.byOriginId.get(locator.originId)) as StoredRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
@@ -346,7 +348,7 @@ export class IncidentStore {
 
   delete(caller: UserRecord, id: number, now: string): Outcome {
     return this.atomically((): Outcome => {
-      const row = this.st.byId.get(id) as StoredRow | undefined;
+      const row = this.st.storedById.get(id) as StoredRow | undefined;
       if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };

@@ -97,9 +97,9 @@ export const incidents = sqliteTable(
     /**
      * the devices assigned, per callsign (JSON array of {callsignKey, callsign, deviceId}, in
      * the order they were assigned). Only an OPEN incident has any. On the incident row, not
-     * in tables of their own: those cost a create four more B-trees to write (rows and
-     * primary keys; BENCHMARKS.md, session 5). A deleted device may still be listed: readers
-     * drop ids that no longer exist.
+     * in tables of their own, which cost a create five B-trees to write (now two, for
+     * the callsign filter; BENCHMARKS.md, session 5). A deleted device may still be listed:
+     * readers drop ids that no longer exist.
      */
     assignments: text('assignments').notNull().default('[]'),
   },

@@ -271,16 +271,27 @@ t.test('delete', async (t) => {
 });
 
 t.test('when a device assigned to an open incident is deleted, then stand-downs and reports leave it out', async (t) => {
-  const { app } = await makeApp(t);
+  const { app, db } = await makeApp(t);
   const w = await world(app);
-  const created = (await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'D1', resources: ['E1', 'A7'] }))).body.incident;
+  const assignedTo = (id: number) =>
+    (JSON.parse(db.$client.prepare('SELECT assignments FROM incidents WHERE id = ?').pluck().get(id) as string) as { deviceId: number }[]).map((a) => a.deviceId);
+  const standDowns = async (id: number) => (await events(app, `?incidentId=${id}&type=incidentDeassigned`)).map((e) => e.deviceId);
+  const open = (originId: string) => send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId, resources: ['E1', 'A7'] }));
+  const updated = (await open('D1')).body.incident;
+  const deleted = (await open('D2')).body.incident;
   t.equal((await send(app, adminAuth(), 'DELETE', `/api/devices/${w.a7}`)).status, 204);
   t.equal((await send(app, adminAuth(), 'DELETE', `/api/devices/${w.e1a}`)).status, 204);
+
+  const keep = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'D1', resources: ['E1', 'A7'], priority: 1 }));
+  t.same(assignedTo(updated.id), [w.e1b], 'the next write of the incident drops the deleted devices from its row');
+  t.same(keep.body.resources, ['E1', 'A7'], 'the callsigns stay');
   const update = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'D1', resources: [] }));
   t.same(update.body.details.deviceStatuses, { E1: 'OFFLINE', A7: 'NOT_FOUND' }, 'A7 had only the deleted device; E1 keeps its other one');
-  const standDowns = (await events(app, `?incidentId=${created.id}&type=incidentDeassigned`)).map((e) => e.deviceId);
-  t.same(standDowns, [w.e1b], 'no stand-down is written for a deleted device');
+  t.same(await standDowns(updated.id), [w.e1b], 'an update writes no stand-down for a deleted device');
   t.same(update.body.incident.resources, [], 'the callsigns are gone');
+
+  t.equal((await send(app, w.cad, 'DELETE', `/api/incidents/${deleted.id}`)).status, 204);
+  t.same(await standDowns(deleted.id), [w.e1b], 'a delete writes no stand-down for a deleted device');
 });
 
 t.test('list', async (t) => {

@@ -132,7 +132,9 @@ t.test('when a database from before 0005 holds resources and assignments, then t
   const open = incident('O', 'OPEN');
   const bare = incident('B', 'OPEN');
   const closed = incident('C', 'CLOSED');
-  // resources written out of position order; assignments in the order they were assigned
+  // resources written out of position order (SQLite reads them through the primary key
+  // (incident_id, position) in order anyway); assignments in the order they were assigned, which
+  // is not the order of their primary key
   const resource = sqlite.prepare(`INSERT INTO incident_resources (incident_id, position, callsign, callsign_key) VALUES (?, ?, ?, ?)`);
   resource.run(open, 2, 'Z9', 'z9');
   resource.run(open, 0, 'A7', 'a7');
