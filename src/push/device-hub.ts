@@ -55,7 +55,6 @@ export class DeviceHub implements PushHub {
   private readonly conns = new Map<number, DeviceConn>();
   private readonly users = new Set<UserConn>();
   private readonly timers: NodeJS.Timeout[] = [];
-  private closed = false;
 
   constructor(
     private readonly store: PushStore,
@@ -202,15 +201,10 @@ export class DeviceHub implements PushHub {
     }
   }
 
-  /**
-   * Pushes not delivered within the TTL become EXPIRED and are never sent. The sweep goes in
-   * steps of a few thousand events, each its own event-loop turn, until it reaches the TTL.
-   */
+  /** Pushes not delivered within the TTL become EXPIRED and are never sent. */
   expire(): void {
-    if (this.closed) return;
-    const { expired, more } = this.store.expireBefore(new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString());
+    const expired = this.store.expireBefore(new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString());
     if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
-    if (more) setImmediate(() => this.expire());
   }
 
   /** Restart sending where the oldest unacked push waited too long. */
@@ -229,7 +223,6 @@ export class DeviceHub implements PushHub {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
     for (const t of this.timers) clearInterval(t);
     for (const conn of [...this.conns.values()]) {
       this.detach(conn, 'shutdown');

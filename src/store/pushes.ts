@@ -47,10 +47,7 @@ export class PushStore {
       oldestPending: p(
         `SELECT id, last_sent_at AS lastSentAt FROM events WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING' ORDER BY id LIMIT 1`,
       ),
-      swept: p(`SELECT expired_up_to FROM outbox_sweep WHERE id = 1`).pluck(),
-      timesFrom: p(`SELECT id, event_time AS eventTime FROM events WHERE id > ? ORDER BY id LIMIT ?`),
-      expireRange: p(`UPDATE events SET state = 'EXPIRED' WHERE id > ? AND id <= ? AND state = 'PENDING'`),
-      setSwept: p(`UPDATE outbox_sweep SET expired_up_to = ? WHERE id = 1`),
+      expire: p(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND event_time < ?`),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
     };
@@ -102,25 +99,8 @@ export class PushStore {
     return oldest;
   }
 
-  /**
-   * One step of the TTL sweep: walks at most `maxRows` events by id from where the last step
-   * stopped, up to the first one written at or after `createdBefore`, and expires the pending
-   * ones among them. `more`: the step stopped at its row limit, not at a young event. An event
-   * is never expired early; one written with an earlier time than the event before it (the
-   * clock stepped back) waits until that event is old too.
-   */
-  expireBefore(createdBefore: string, maxRows = 5_000): { expired: number; more: boolean } {
-    return this.sqlite.transaction(() => {
-      const from = (this.st.swept.get() as number | undefined) ?? 0;
-      const rows = this.st.timesFrom.all(from, maxRows) as { id: number; eventTime: string }[];
-      const young = rows.findIndex((r) => r.eventTime >= createdBefore);
-      const old = young < 0 ? rows : rows.slice(0, young);
-      if (old.length === 0) return { expired: 0, more: false };
-      const upTo = old[old.length - 1]!.id;
-      const expired = this.st.expireRange.run(from, upTo).changes;
-      this.st.setSwept.run(upTo);
-      return { expired, more: young < 0 && rows.length === maxRows };
-    })();
+  expireBefore(createdBefore: string): number {
+    return this.st.expire.run(createdBefore).changes;
   }
 
   setStatus(deviceId: number, status: 'online' | 'offline', at: string | null): void {

@@ -160,21 +160,15 @@ export const events = sqliteTable(
   },
   // Per event, one index keyed by device (a random page write): events_device serves both the
   // event list and delivery, which starts at the device's settled_up_to. events_incident also
-  // carries device_id: the supersede rule looks up one device's events of one incident. The
-  // TTL sweep needs no index: it walks events by id from outbox_sweep.expired_up_to.
-  (t) => [index('events_incident').on(t.incidentId, t.deviceId), index('events_device').on(t.deviceId, t.id)],
+  // carries device_id: the supersede rule looks up one device's events of one incident.
+  // events_pending_time (the TTL sweep) is appended to in time order, and a push leaves it
+  // once delivered.
+  (t) => [
+    index('events_incident').on(t.incidentId, t.deviceId),
+    index('events_device').on(t.deviceId, t.id),
+    index('events_pending_time').on(t.eventTime).where(sql`state = 'PENDING'`),
+  ],
 );
-
-/**
- * How far the TTL sweep has got through the outbox, in event ids (one row, id 1): every event
- * at or below expired_up_to was older than the TTL when the sweep passed it, and is no longer
- * PENDING. Events are written in time order, so the sweep walks them by id from here and stops
- * at the first one still inside the TTL: no index on the events' time or state is written.
- */
-export const outboxSweep = sqliteTable('outbox_sweep', {
-  id: integer('id').primaryKey(),
-  expiredUpTo: integer('expired_up_to').notNull(),
-});
 
 /** Bearer tokens for users and devices; only the SHA-256 of the token is kept. */
 export const tokens = sqliteTable(

@@ -94,39 +94,6 @@ t.test('when a connected device acks and gets its next push, then delivery write
   t.equal(w.settled(a), p, 'and the ack-timeout lookup writes nothing either');
 });
 
-t.test('when pushes pass their TTL, then the sweep expires only pending ones written before the cutoff, and goes on from where it stopped', async (t) => {
-  const w = world(t);
-  const a = w.device('A');
-  const at = (time: string, state = 'PENDING') =>
-    Number(
-      w.sqlite
-        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
-        .run(a, time, state).lastInsertRowid,
-    );
-  const swept = () => w.sqlite.prepare('SELECT expired_up_to FROM outbox_sweep').pluck().get() as number;
-  at('2026-01-01T00:00:01.000Z');
-  at('2026-01-01T00:00:02.000Z', 'DELIVERED');
-  const [e3] = [at('2026-01-01T00:00:03.000Z'), at('2026-01-01T00:00:05.000Z'), at('2026-01-01T00:00:04.000Z'), at('2026-01-01T00:00:06.000Z')];
-  t.same(w.pushes.expireBefore('2026-01-01T00:00:04.000Z'), { expired: 2, more: false }, 'the two pending ones written before the cutoff');
-  t.same(w.states(), ['EXPIRED', 'DELIVERED', 'EXPIRED', 'PENDING', 'PENDING', 'PENDING'], 'a delivered push stays delivered');
-  t.equal(swept(), e3, 'the sweep stops before the first event inside the TTL');
-  t.same(w.pushes.expireBefore('2026-01-01T00:00:04.000Z'), { expired: 0, more: false }, 'the same cutoff again: nothing');
-  t.same(w.pushes.expireBefore('2026-01-01T00:00:04.500Z'), { expired: 0, more: false }, 'the :05 event is not expired early, and the :04 one written after it (the clock stepped back) waits for it');
-  t.same(w.pushes.expireBefore('2026-01-01T00:00:05.500Z'), { expired: 2, more: false }, 'once the :05 event is old too, both go');
-  t.same(w.states(), ['EXPIRED', 'DELIVERED', 'EXPIRED', 'EXPIRED', 'EXPIRED', 'PENDING']);
-});
-
-t.test('when more events are past their TTL than one step walks, then the sweep reports more and later steps finish', async (t) => {
-  const w = world(t);
-  const a = w.device('A');
-  for (let i = 0; i < 5; i++) w.event(a);
-  t.same(w.pushes.expireBefore('2027-01-01T00:00:00Z', 2), { expired: 2, more: true });
-  t.same(w.pushes.expireBefore('2027-01-01T00:00:00Z', 2), { expired: 2, more: true });
-  t.same(w.pushes.expireBefore('2027-01-01T00:00:00Z', 2), { expired: 1, more: false });
-  t.same(w.pushes.expireBefore('2027-01-01T00:00:00Z', 2), { expired: 0, more: false });
-  t.same(w.states(), Array(5).fill('EXPIRED'));
-});
-
 // a model of delivery: random writes, acks, reads and expiries on two devices; after every
 // step, delivery offers exactly the pending pushes, and none is at or below its floor
 t.test('when writes, acks, reads and expiries interleave at random, then delivery offers exactly what is pending', async (t) => {

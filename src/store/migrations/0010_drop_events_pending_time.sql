@@ -1,1 +1,0 @@
-DROP INDEX `events_pending_time`;
