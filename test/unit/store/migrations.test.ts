@@ -1,7 +1,7 @@
 // Migrations are append-only: a database created by any earlier release must open with the
 // current code (drizzle re-runs a journal entry whose timestamp is newer than the last one it
 // recorded, so editing an applied migration makes every existing database fail to start).
-import t from 'tap';
+import t, { type Test } from 'tap';
 import Database from 'better-sqlite3';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,16 +30,22 @@ t.test('0000_init is the migration that shipped', async (t) => {
   t.match(sql, /CREATE INDEX `assignments_device`/, 'its text (it still creates the indexes later migrations drop)');
 });
 
+/** a database file made by the first `count` migrations only, open; removed after the test */
+function olderDatabase(t: Test, count: number): { path: string; sqlite: Database.Database } {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const older = join(dir, 'migrations');
+  cpSync(migrationsPath, older, { recursive: true });
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, count) }));
+  const path = join(dir, 'cad.sqlite');
+  const sqlite = new Database(path);
+  migrate(drizzle(sqlite), { migrationsFolder: older });
+  return { path, sqlite };
+}
+
 for (let upTo = 1; upTo <= journal.entries.length; upTo++) {
   t.test(`when a database was created with migrations 0..${upTo - 1}, then the current code opens it and keeps its rows`, async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-    const older = join(dir, 'migrations');
-    cpSync(migrationsPath, older, { recursive: true });
-    writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, upTo) }));
-    const path = join(dir, 'cad.sqlite');
-    const sqlite = new Database(path);
-    migrate(drizzle(sqlite), { migrationsFolder: older });
+    const { path, sqlite } = olderDatabase(t, upTo);
     sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1')`).run();
     sqlite.close();
 
@@ -55,15 +61,7 @@ for (let upTo = 1; upTo <= journal.entries.length; upTo++) {
 }
 
 t.test('when a database from before 0002 holds pushes, then their delivery state moves onto the events and delivery resumes after what the device acknowledged', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const older = join(dir, 'migrations');
-  cpSync(migrationsPath, older, { recursive: true });
-  const before = journal.entries.findIndex((e) => e.tag.startsWith('0002_'));
-  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, before) }));
-  const path = join(dir, 'cad.sqlite');
-  const sqlite = new Database(path);
-  migrate(drizzle(sqlite), { migrationsFolder: older });
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0002_')));
   const device = (name: string) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
   const a = device('A1');
   const b = device('B1');
@@ -112,15 +110,7 @@ t.test('when a database from before 0002 holds pushes, then their delivery state
 });
 
 t.test('when a database from before 0005 holds resources and assignments, then they move onto the incident rows in the order they were read', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'cad-migrate-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const older = join(dir, 'migrations');
-  cpSync(migrationsPath, older, { recursive: true });
-  const before = journal.entries.findIndex((e) => e.tag.startsWith('0005_'));
-  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...journal, entries: journal.entries.slice(0, before) }));
-  const path = join(dir, 'cad.sqlite');
-  const sqlite = new Database(path);
-  migrate(drizzle(sqlite), { migrationsFolder: older });
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0005_')));
   const device = (name: string) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
   const [e1a, e1b, a7] = [device('E1'), device('e1'), device('A7')];
   const incident = (originId: string, status: string) =>
