@@ -286,7 +286,7 @@ async function main(): Promise<void> {
   console.log(`\neach ratio is to the bare fastify echo route measured for 5 s just before the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);
   console.log('from due (the check): from when the request was due until its whole response was read; it counts any wait');
-  console.log('for a free connection, and this process\'s own pacing (its timer ticks every 1 ms).');
+  console.log('for a free connection, and this process\'s own pacing (a thread wakes it at each due time).');
   console.log('from send: from when it was written to the socket (the service and loopback alone).\n');
   console.log('| operation | req/s | p50 from due | p99 from due | p99.9 from due | max from due | p50 from send | p99 from send | sent > 2 ms late | errors |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
