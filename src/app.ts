@@ -22,6 +22,7 @@ import { IdentityStore } from './store/identity.js';
 import { IncidentStore } from './store/incidents.js';
 import { GroupCommitter } from './store/group-commit.js';
 import { PushStore } from './store/pushes.js';
+import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { installErrorHandling, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
@@ -40,6 +41,8 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   hubOptions?: Partial<HubOptions>;
   throttle?: LoginThrottle;
+  /** how group commits reach the disk; by default an fdatasync of the WAL off the event loop (wal-sync.ts) */
+  durability?: DeferredSync | null;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -124,7 +127,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const identity = new IdentityStore(db);
-  const hub = new DeviceHub(new PushStore(db), clock, app.log, {
+  const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.databasePath, config.dbSynchronous);
+  const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
+  const writes = new GroupCommitter(db.$client, {
+    durability,
+    mark: () => lastEvent.get() as number,
+    onFailure: (err) => app.log.fatal({ err }, 'the WAL could not be synced: incident writes are refused and health reports unavailable until a restart'),
+  });
+  app.addHook('onClose', async () => durability?.close());
+  const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {
     ...DEFAULT_HUB_OPTIONS,
     ackTimeoutMs: config.pushAckTimeoutS * 1000,
     ttlMs: config.pushTtlS * 1000,
@@ -140,7 +151,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     access: new Access(identity),
     auth,
     incidents: new IncidentStore(db, hub),
-    writes: new GroupCommitter(db.$client),
+    writes,
     push: hub,
     log: app.log,
     version: spec.info.version,

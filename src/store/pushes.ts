@@ -10,6 +10,10 @@
 // are stepped over once per connection, not on every read. No event can later appear at or
 // below it: ids only grow. It is a hint for reads, never needed for correctness: any lower
 // value gives the same answers, more slowly.
+//
+// Only pushes the disk has are read or settled: up to `durable()`, the group commit's horizon
+// (group-commit.ts). A push of a write whose fsync is still under way waits for it: a device
+// must never act on an incident that a power cut could take back.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
@@ -29,7 +33,10 @@ export class PushStore {
   private readonly sqlite: Database.Database;
   private readonly st;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly durable: () => number = () => Infinity,
+  ) {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
@@ -40,7 +47,7 @@ export class PushStore {
         `SELECT e.id AS pushId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
                 e.attributes, v.incident, e.last_sent_at AS lastSentAt
          FROM events e JOIN incident_versions v ON v.id = e.version_id
-         WHERE e.device_id = ? AND e.id > ? AND e.state = 'PENDING' ORDER BY e.id LIMIT ?`,
+         WHERE e.device_id = ? AND e.id > ? AND e.id <= ? AND e.state = 'PENDING' ORDER BY e.id LIMIT ?`,
       ),
       markSent: p(`UPDATE events SET attempts = attempts + 1, last_sent_at = ? WHERE id = ?`),
       ack: p(`UPDATE events SET state = 'DELIVERED', delivered_at = ? WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING'`),
@@ -51,6 +58,11 @@ export class PushStore {
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
     };
+  }
+
+  /** the last event the disk has */
+  private lastDurableEvent(): number {
+    return Math.min(this.st.lastEvent.get() as number, this.durable());
   }
 
   /** no push of the device at or below the returned id is pending */
@@ -65,11 +77,12 @@ export class PushStore {
   /** the device's pending pushes after `afterPushId`, in order (0: a new socket's first read) */
   pendingAfter(deviceId: number, afterPushId: number, limit: number): PushRow[] {
     const floor = this.floor(deviceId);
-    const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), limit) as PushRow[];
+    const last = this.lastDurableEvent();
+    const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), last, limit) as PushRow[];
     // A new socket reads from the floor: nothing is pending below the first row found (or at
     // all), so the floor moves past what this read stepped over. Later reads start at the
     // socket's cursor and write nothing: no write per push delivered.
-    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : (this.st.lastEvent.get() as number));
+    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : last);
     return rows;
   }
 
@@ -79,12 +92,13 @@ export class PushStore {
     })();
   }
 
-  /** cumulative: every pending push <= upTo of this device becomes DELIVERED */
+  /** cumulative: every pending push <= upTo of this device becomes DELIVERED (none it cannot have been sent) */
   ack(deviceId: number, upTo: number, at: string): number {
     return this.sqlite.transaction(() => {
       const floor = this.floor(deviceId);
-      const delivered = this.st.ack.run(at, deviceId, floor, upTo).changes;
-      this.raise(deviceId, floor, Math.min(upTo, this.st.lastEvent.get() as number));
+      const settled = Math.min(upTo, this.lastDurableEvent());
+      const delivered = this.st.ack.run(at, deviceId, floor, settled).changes;
+      this.raise(deviceId, floor, settled);
       return delivered;
     })();
   }

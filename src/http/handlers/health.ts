@@ -1,4 +1,4 @@
-// Liveness and readiness: up, and the database answers.
+// Liveness and readiness: up, the database answers, and writes reach the disk.
 import { databaseAnswers } from '../../store/health.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
@@ -7,8 +7,9 @@ export class HealthHandlers {
   constructor(private readonly ctx: Context) {}
 
   getHealth: Handler<'getHealth'> = async (req, reply) => {
-    const database = databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
-    if (database !== 'ok') req.log.error('health: database unavailable');
+    const failure = this.ctx.writes.failure;
+    const database = !failure && databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
+    if (database !== 'ok') req.log.error({ err: failure ?? undefined }, 'health: database unavailable');
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database, database, version: this.ctx.version });
   };
 }

@@ -2,7 +2,9 @@
 // own result; a failing operation fails alone and leaves nothing behind.
 import t from 'tap';
 import Database from 'better-sqlite3';
-import { GroupCommitter } from '../../../src/store/group-commit.js';
+import { join } from 'node:path';
+import { GroupCommitter, StorageFailure } from '../../../src/store/group-commit.js';
+import { walSync, type DeferredSync } from '../../../src/store/wal-sync.js';
 
 function db() {
   const sqlite = new Database(':memory:');
@@ -16,7 +18,7 @@ t.test('when operations arrive in one turn, then they commit as one group and ea
   const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
   const results = await Promise.all(Array.from({ length: 20 }, (_, i) => gc.run(() => Number(ins.run(`k${i}`, i).lastInsertRowid))));
   t.same(results, Array.from({ length: 20 }, (_, i) => i + 1));
-  t.same(gc.stats, { groups: 1, operations: 20, largest: 20, retried: 0 });
+  t.same(gc.stats, { groups: 1, operations: 20, largest: 20, retried: 0, syncs: 0 });
   t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 20);
 });
 
@@ -65,8 +67,130 @@ t.test('when the COMMIT itself fails, then the operation that caused it fails al
 
 t.test('when more operations wait than a group holds, then they are split into several groups', async (t) => {
   const sqlite = db();
-  const gc = new GroupCommitter(sqlite, 4);
+  const gc = new GroupCommitter(sqlite, { maxGroup: 4 });
   const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
   await Promise.all(Array.from({ length: 10 }, (_, i) => gc.run(() => ins.run(`k${i}`, i))));
-  t.same(gc.stats, { groups: 3, operations: 10, largest: 4, retried: 0 });
+  t.same(gc.stats, { groups: 3, operations: 10, largest: 4, retried: 0, syncs: 0 });
+});
+
+/** a DeferredSync whose fdatasync completes when the test says so */
+function heldSync(sqlite: Database.Database) {
+  const calls: ((err: Error | null) => void)[] = [];
+  const sync: DeferredSync = {
+    transaction: (fn) => sqlite.transaction(fn).immediate(),
+    sync: (done) => void calls.push(done),
+    close: () => {},
+  };
+  return { sync, calls };
+}
+
+const settled = async <T>(p: Promise<T>) => {
+  let state = 'pending';
+  p.then(() => (state = 'resolved'), () => (state = 'rejected'));
+  await new Promise((r) => setImmediate(r));
+  return state;
+};
+
+t.test('when commits are synced off the event loop, then no caller is answered before its group is on disk', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  let mark = 0;
+  const gc = new GroupCommitter(sqlite, { durability: sync, mark: () => mark });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  t.equal(gc.horizon(), Infinity, 'nothing waits for the disk');
+  const first = [gc.run(() => ins.run('a', (mark = 1)).changes), gc.run(() => ins.run('b', (mark = 2)).changes)];
+  t.equal(await settled(first[0]!), 'pending', 'committed, not answered: the sync has not completed');
+  t.equal(calls.length, 1, 'one sync for the group');
+  t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 2, 'the COMMIT itself has happened');
+  t.equal(gc.horizon(), 0, 'the disk is known to have everything up to the mark taken before the group');
+
+  // groups committed while that sync is under way share the next one
+  const second = [gc.run(() => ins.run('c', (mark = 3)).changes)];
+  await settled(second[0]!);
+  second.push(gc.run(() => ins.run('d', (mark = 4)).changes));
+  t.equal(await settled(second[1]!), 'pending');
+  t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 4, 'committed while the disk is busy');
+  t.equal(calls.length, 1, 'no second sync while one is under way');
+  t.equal(gc.horizon(), 0);
+
+  calls[0]!(null);
+  t.same(await Promise.all(first), [1, 1], 'answered once the sync completed');
+  t.equal(await settled(second[0]!), 'pending', 'a later group is not covered by an earlier sync');
+  t.equal(calls.length, 2, 'the next sync starts as soon as the last one ends, for both later groups');
+  t.equal(gc.horizon(), 2, 'everything before the second group is on disk');
+  calls[1]!(null);
+  t.same(await Promise.all(second), [1, 1]);
+  t.equal(gc.horizon(), Infinity);
+  t.equal(calls.length, 2);
+  t.same(gc.stats, { groups: 3, operations: 4, largest: 2, retried: 0, syncs: 2 });
+});
+
+t.test('when an operation of a synced group fails, then it is rejected at once and the others still wait for the disk', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  const gc = new GroupCommitter(sqlite, { durability: sync });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  const ok = gc.run(() => ins.run('a', 1).changes);
+  const bad = gc.run(() => ins.run('a', 2).changes); // duplicate key
+  await t.rejects(bad, /UNIQUE/);
+  t.equal(await settled(ok), 'pending');
+  calls[0]!(null);
+  t.equal(await ok, 1);
+});
+
+t.test('when the sync fails, then the writes it covered are refused, and so is every later write', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  const failures: Error[] = [];
+  let mark = 7;
+  const gc = new GroupCommitter(sqlite, { durability: sync, onFailure: (f) => failures.push(f), mark: () => mark });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  const covered = gc.run(() => ins.run('a', (mark = 8)).changes);
+  await settled(covered);
+  const after = gc.run(() => ins.run('b', 2).changes); // committed while the sync is under way
+  await settled(after);
+  calls[0]!(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+  await t.rejects(covered, { name: 'StorageFailure' });
+  await t.rejects(after, /could not be synced to disk \(EIO/, 'a later commit cannot be trusted to reach the disk either');
+  t.equal(calls.length, 1, 'no further sync is tried');
+  t.equal(failures.length, 1, 'the failure is reported once');
+  t.equal(gc.failure, failures[0]);
+  t.ok(gc.failure instanceof StorageFailure);
+  let ran = false;
+  await t.rejects(
+    gc.run(() => (ran = true)),
+    { name: 'StorageFailure' },
+  );
+  t.notOk(ran, 'a write after the failure is not even run');
+  t.equal(gc.horizon(), 7, 'readers never get past what the disk was last known to have');
+});
+
+t.test('when the database is a file with synchronous=FULL, then group commits run at NORMAL and an fdatasync makes them durable', async (t) => {
+  const dir = t.testdir();
+  const path = join(dir, 'g.db');
+  const sqlite = new Database(path);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = FULL');
+  sqlite.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)');
+  const durability = walSync(sqlite, path, 'FULL');
+  t.ok(durability);
+  t.teardown(() => {
+    durability!.close();
+    sqlite.close();
+  });
+  const gc = new GroupCommitter(sqlite, { durability });
+  const level = () => sqlite.pragma('synchronous', { simple: true });
+  const inside = await gc.run(() => {
+    sqlite.prepare("INSERT INTO t (k, v) VALUES ('a', 1)").run();
+    return level();
+  });
+  t.equal(inside, 1, "the group's COMMIT does not wait for the disk (NORMAL)");
+  t.equal(level(), 2, 'every other transaction still syncs at COMMIT (FULL)');
+  t.equal(gc.stats.syncs, 1, 'the caller was answered after an fdatasync');
+  // a second connection (what a restart would see) reads it
+  const other = new Database(path, { readonly: true });
+  t.same(other.prepare('SELECT k, v FROM t').all(), [{ k: 'a', v: 1 }]);
+  other.close();
+  t.equal(walSync(sqlite, ':memory:', 'FULL'), null, 'an in-memory database has no WAL to sync');
+  t.equal(walSync(sqlite, path, 'NORMAL'), null, 'NORMAL promises no sync at COMMIT: none is added');
 });

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { openDatabase } from '../../../src/store/db.js';
 import { PushStore } from '../../../src/store/pushes.js';
 
-function world(t: Test) {
+function world(t: Test, durable?: () => number) {
   const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
   const sqlite = db.$client;
@@ -20,7 +20,7 @@ function world(t: Test) {
     );
   const settled = (deviceId: number) => sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(deviceId) as number;
   const states = () => sqlite.prepare('SELECT state FROM events ORDER BY id').pluck().all();
-  return { pushes: new PushStore(db), sqlite, device, event, settled, states };
+  return { pushes: new PushStore(db, durable), sqlite, device, event, settled, states };
 }
 
 t.test('when a device acks, then its pushes up to that id are delivered and delivery starts after them', async (t) => {
@@ -45,6 +45,25 @@ t.test('when a device acks an id not yet written, then later pushes are still se
   t.equal(w.settled(a), a1, 'the floor stops at the last event written');
   const a2 = w.event(a);
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [a2], 'a push written after the ack is offered');
+});
+
+t.test('when pushes are committed but not yet on disk, then they are neither read nor settled until they are', async (t) => {
+  let horizon = Infinity;
+  const w = world(t, () => horizon);
+  const a = w.device('A');
+  const a1 = w.event(a);
+  horizon = a1; // the next writes wait for their fdatasync
+  const a2 = w.event(a);
+  const a3 = w.event(a);
+  t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [a1], 'a new socket gets only what the disk has');
+  t.same(w.pushes.pendingAfter(a, a1, 10), [], 'and so does a connected one');
+  t.equal(w.settled(a), 0, 'a first read that finds the first push pending raises no floor');
+  t.equal(w.pushes.ack(a, a3, 'T'), 1, 'an ack reaching past the disk delivers only what the disk has');
+  t.equal(w.settled(a), a1, 'and the floor stops there');
+  t.same(w.pushes.pendingAfter(a, 0, 10), [], 'an empty read from a new socket raises the floor no further than the disk');
+  t.equal(w.settled(a), a1);
+  horizon = Infinity; // the sync has completed
+  t.same(w.pushes.pendingAfter(a, a1, 10).map((r) => r.pushId), [a2, a3], 'then both are sent, nothing skipped');
 });
 
 t.test('when pushes were superseded or expired, then delivery and the ack-timeout lookup skip them', async (t) => {

@@ -1,0 +1,86 @@
+// A group commit's fsync runs off the event loop (src/store/wal-sync.ts). Until it completes,
+// the write is in the database but not yet on disk: its caller is not answered and no device
+// is sent its push. A real listening server and real WebSocket clients; the fsync is held by
+// the test.
+import t, { type Test } from 'tap';
+import type { Db } from '../../src/store/db.js';
+import type { DeferredSync } from '../../src/store/wal-sync.js';
+import { adminAuth, json } from '../fixtures/app.js';
+import { incidentBody, send, world } from '../fixtures/incidents.js';
+import { connect, deviceStatus, deviceToken, listen, until } from '../fixtures/sockets.js';
+
+/** fsyncs that complete (or fail) when the test says so */
+function heldDisk() {
+  const calls: ((err: Error | null) => void)[] = [];
+  let db: Db | null = null;
+  const durability: DeferredSync = {
+    transaction: (fn) => db!.$client.transaction(fn).immediate(),
+    sync: (done) => void calls.push(done),
+    close: () => {},
+  };
+  return { durability, calls, attach: (d: Db) => (db = d) };
+}
+
+async function setUp(t: Test) {
+  const disk = heldDisk();
+  const s = await listen(t, {}, {}, { durability: disk.durability });
+  disk.attach(s.db);
+  const w = await world(s.app);
+  const token = await deviceToken(s.app, w.a7);
+  const device = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
+  await until('online', async () => (await deviceStatus(s.app, w.a7)) === 'online');
+  return { s, w, disk, token, device };
+}
+
+/** the promise's state after the event loop has had a chance to settle it */
+async function state(p: Promise<unknown>, ms = 100): Promise<'pending' | 'settled'> {
+  let settled = false;
+  p.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await new Promise((r) => setTimeout(r, ms));
+  return settled ? 'settled' : 'pending';
+}
+
+t.test('when a create is committed but its fsync has not completed, then neither its caller nor its device hears of it until it has', async (t) => {
+  const { s, w, disk, token, device } = await setUp(t);
+  const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
+  await until('the group committed and its fsync started', () => disk.calls.length === 1);
+  t.equal(await state(created), 'pending', 'the caller waits for the disk');
+  t.equal(device.frames.length, 0, 'the connected device is sent nothing');
+  // a reconnecting device reads its outbox from the start: the push is not there for it either
+  const again = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
+  await until('the new socket is the device', async () => (await deviceStatus(s.app, w.a7)) === 'online' && device.closed !== null);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(again.frames.length, 0, 'nor is a socket opened meanwhile');
+
+  disk.calls[0]!(null);
+  const res = await created;
+  t.equal(res.status, 200, 'answered once the disk has it');
+  await until('the push', () => again.frames.length === 1);
+  t.equal(again.frames[0]!.incident.originId, 'CAD-1');
+  t.equal(again.frames[0]!.event.type, 'incidentAssigned');
+});
+
+t.test('when the fsync fails, then the write is refused with a 500, the device is never sent it, and health says unavailable', async (t) => {
+  const { s, w, disk, device } = await setUp(t);
+  const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
+  await until('the fsync started', () => disk.calls.length === 1);
+  disk.calls[0]!(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+  const res = await created;
+  t.equal(res.status, 500);
+  t.match(res.headers['content-type'], /^application\/problem\+json/);
+  t.notMatch(JSON.stringify(res.body), /EIO|fdatasync|at .*\.ts/, 'no internals in the answer');
+
+  const later = await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'CAD-2', resources: ['A7'] }));
+  t.equal(later.status, 500, 'later incident writes are refused');
+  t.equal(disk.calls.length, 1, 'and not even tried');
+  const health = await s.app.inject({ method: 'GET', url: '/api/health' });
+  t.equal(health.statusCode, 503);
+  t.equal(json(health).database, 'unavailable');
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(device.frames.length, 0, 'what the disk may not have is never pushed');
+  const list = await s.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } });
+  t.equal(list.statusCode, 200, 'reads still work');
+});
