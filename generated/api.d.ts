@@ -458,7 +458,7 @@ export interface paths {
         };
         /**
          * Liveness and readiness
-         * @description 200 when the process is up and the database answers; 503 when the database does not, or when a write could not be synced to disk (the service then refuses incident writes until it is restarted).
+         * @description 200 when the process is up and the database answers; 503 when the database does not, or when a write has waited more than 10 s for the disk, or could not be synced to it.
          */
         get: operations["getHealth"];
         put?: never;

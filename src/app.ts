@@ -43,6 +43,8 @@ export interface AppDeps {
   throttle?: LoginThrottle;
   /** how group commits reach the disk; by default an fdatasync of the WAL off the event loop (wal-sync.ts) */
   durability?: DeferredSync | null;
+  /** after a failed fsync, once it is logged (main.ts exits: recovery reads what the disk has) */
+  onStorageFailure?: () => void;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -127,14 +129,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   const identity = new IdentityStore(db);
-  const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.databasePath, config.dbSynchronous);
+  const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.dbSynchronous);
   const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
   const writes = new GroupCommitter(db.$client, {
     durability,
     mark: () => lastEvent.get() as number,
-    onFailure: (err) => app.log.fatal({ err }, 'the WAL could not be synced: incident writes are refused and health reports unavailable until a restart'),
+    onFailure: (err) => {
+      app.log.fatal({ err }, 'the WAL could not be synced: what is on disk is unknown; incident writes are refused until a restart');
+      deps.onStorageFailure?.();
+    },
   });
-  app.addHook('onClose', async () => durability?.close());
+  app.addHook('onClose', async () => writes.close());
   const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {
     ...DEFAULT_HUB_OPTIONS,
     ackTimeoutMs: config.pushAckTimeoutS * 1000,
@@ -150,7 +155,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     identity,
     access: new Access(identity),
     auth,
-    incidents: new IncidentStore(db, hub),
+    incidents: new IncidentStore(db, hub, () => writes.horizon()),
     writes,
     push: hub,
     log: app.log,

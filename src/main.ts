@@ -17,7 +17,10 @@ async function main(): Promise<void> {
     throw err;
   }
   const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
-  const app = await buildApp({ config, db });
+  // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
+  // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
+  // restart recovers from what is really on disk. The callers waiting get their 500 first.
+  const app = await buildApp({ config, db, onStorageFailure: () => setTimeout(() => process.exit(1), 200) });
   // WAL checkpoints off the event loop (src/store/checkpointer.ts)
   const checkpointer =
     config.databasePath === ':memory:' || !config.dbCheckpointThread

@@ -7,10 +7,42 @@ const R = 8;
 const P = 1;
 const KEYLEN = 32;
 
+export interface Limited {
+  <T>(task: () => Promise<T>): Promise<T>;
+  /** tasks running, and waiting for a slot */
+  load(): { running: number; queued: number };
+}
+
+/** runs the tasks given to it, at most `n` at once, in the order given */
+export function limitConcurrency(n: number): Limited {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const limited = async <T>(task: () => Promise<T>): Promise<T> => {
+    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running++;
+    try {
+      return await task();
+    } finally {
+      const next = waiting.shift();
+      if (next) next(); // the slot passes straight to the next task
+      else running--;
+    }
+  };
+  return Object.assign(limited, { load: () => ({ running, queued: waiting.length }) });
+}
+
+// At most two password hashes at a time. Each holds a thread of libuv's pool (four) and a core
+// for ~50 ms; the fsync that answers every incident write runs on that pool too
+// (store/wal-sync.ts), and a burst of logins, or of wrong passwords, must not queue it.
+export const scryptSlots = limitConcurrency(2);
+
 function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key)));
-  });
+  return scryptSlots(
+    () =>
+      new Promise((resolve, reject) => {
+        scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key)));
+      }),
+  );
 }
 
 /** Returns `scrypt$N$r$p$salt$hash` (base64url parts). */

@@ -19,7 +19,7 @@
 //
 // Measured (BENCHMARKS.md, session 6): on this machine's disk (fdatasync about 0.25 ms) creates/s
 // at 50 connections do not change; with every fsync made 2 ms slower they rise by a quarter
-// over a COMMIT that waits. Holding the next group back until the disk is free gave larger
+// or more over a COMMIT that waits. Holding the next group back until the disk is free gave larger
 // groups and no gain on either disk.
 import type Database from 'better-sqlite3';
 import type { DeferredSync } from './wal-sync.js';
@@ -45,6 +45,8 @@ export interface GroupCommitOptions {
   mark?: () => number;
   /** told once, when a sync fails */
   onFailure?: (failure: StorageFailure) => void;
+  /** a sync pending for longer than this makes healthy() false (a disk that hangs) */
+  stallMs?: number;
 }
 
 export class StorageFailure extends Error {
@@ -70,6 +72,10 @@ export class GroupCommitter {
   private readonly durability: DeferredSync | null;
   private readonly mark: () => number;
   private readonly onFailure: (failure: StorageFailure) => void;
+  private readonly stallMs: number;
+  private syncStartedAt = 0;
+  /** close() waiting for the last sync */
+  private idleWaiters: (() => void)[] = [];
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -79,6 +85,7 @@ export class GroupCommitter {
     this.durability = opts.durability ?? null;
     this.mark = opts.mark ?? (() => 0);
     this.onFailure = opts.onFailure ?? (() => {});
+    this.stallMs = opts.stallMs ?? 10_000;
   }
 
   /** Runs `op` (synchronous, may start its own nested transaction) in the next group. */
@@ -102,6 +109,22 @@ export class GroupCommitter {
     return this.syncing?.[0]?.mark ?? this.waiting[0]?.mark ?? this.frozenHorizon;
   }
 
+  /** false once a sync has failed, or while one has been pending for longer than `stallMs` */
+  healthy(): boolean {
+    return !this.failure && !(this.syncing && performance.now() - this.syncStartedAt > this.stallMs);
+  }
+
+  /** after the last operation queued so far is answered; then the durability's file is closed */
+  async close(): Promise<void> {
+    if (this.queue.length > 0 || this.waiting.length > 0 || this.syncing) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    this.durability?.close();
+  }
+
+  private settleIdle(): void {
+    if (this.queue.length > 0 || this.waiting.length > 0 || this.syncing) return;
+    for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
   private flush(): void {
     this.scheduled = false;
     while (this.queue.length > 0) {
@@ -110,6 +133,7 @@ export class GroupCommitter {
       else this.commit(group);
     }
     this.startSync();
+    this.settleIdle();
   }
 
   private transaction<T>(fn: () => T): T {
@@ -117,7 +141,13 @@ export class GroupCommitter {
   }
 
   private commit(group: Pending[]): void {
-    const mark = this.durability ? this.mark() : 0;
+    let mark = 0;
+    try {
+      if (this.durability) mark = this.mark();
+    } catch (err) {
+      for (const p of group) p.reject(err);
+      return;
+    }
     const done: Committed['done'] = [];
     try {
       const results = this.transaction(() => group.map((p) => p.op()));
@@ -144,6 +174,7 @@ export class GroupCommitter {
     if (!this.durability || this.syncing || this.waiting.length === 0) return;
     const batch = (this.syncing = this.waiting);
     this.waiting = [];
+    this.syncStartedAt = performance.now();
     this.durability.sync((err) => {
       this.syncing = null;
       if (err) {
@@ -155,11 +186,13 @@ export class GroupCommitter {
         // what was committed while this sync ran cannot be trusted to reach the disk either
         for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(this.failure);
         this.waiting = [];
+        this.settleIdle();
         return;
       }
       this.stats.syncs += 1;
       for (const c of batch) for (const d of c.done) d.p.resolve(d.result);
       this.startSync(); // the groups committed meanwhile
+      this.settleIdle();
     });
   }
 }

@@ -1,6 +1,6 @@
 // The fsync of a group commit, taken off the event loop. With synchronous=FULL SQLite fsyncs
-// the WAL inside every COMMIT, and the event loop waits for the disk: measured on the bench,
-// that wait is about a tenth of a create (creates/s +11 %, updates +16 % with it gone).
+// the WAL inside every COMMIT, and the event loop waits for the disk; with a disk whose fsync
+// takes 2 ms, that wait cost a quarter of the creates per second (BENCHMARKS.md, session 6).
 //
 // A group's transaction runs at synchronous=NORMAL instead: its COMMIT writes the WAL frames
 // (the OS has them, so they survive a crash of this process) but does not wait for the disk.
@@ -11,11 +11,9 @@
 // answered write is on disk. Every other transaction on the connection stays at the
 // configured level.
 //
-// What changes: a commit is visible to readers of this process before it is durable, for the
-// length of one fdatasync (as in InnoDB). Readers that act outside the process must not see
-// it: the device hub reads only pushes up to the group commit's horizon (pushes.ts). A
-// failed fdatasync leaves it unknown what is on disk; the group commit then refuses writes
-// until the service is restarted (SQLite recovers the database from what the disk has).
+// What changes: a commit is visible to readers of this process before it is durable, for at
+// most two fdatasyncs (as in InnoDB). Readers that act outside the process must not see it:
+// the device hub and the event list read only up to the group commit's horizon.
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import type { Synchronous } from './db.js';
@@ -28,16 +26,19 @@ export interface DeferredSync {
   close(): void;
 }
 
-class WalSync implements DeferredSync {
+export class WalSync implements DeferredSync {
   private fd: number | null;
+  /** set if the connection could not be put back to the configured level: no sync succeeds after */
+  private broken: Error | null = null;
 
   constructor(
     private readonly sqlite: Database.Database,
-    walPath: string,
+    /** the WAL file synced: next to the database file SQLite opened (a symlink resolved) */
+    readonly file: string,
     private readonly level: 'FULL' | 'EXTRA',
   ) {
     // any descriptor of the file will do: fdatasync flushes the file, not the descriptor
-    this.fd = openSync(walPath, 'r');
+    this.fd = openSync(file, 'r');
   }
 
   transaction<T>(fn: () => T): T {
@@ -47,11 +48,18 @@ class WalSync implements DeferredSync {
     try {
       return this.sqlite.transaction(fn).immediate();
     } finally {
-      this.sqlite.pragma(`synchronous = ${this.level}`);
+      // a failure here must not turn a COMMIT that happened into an error (the group would
+      // be run again): it fails the next sync instead, which refuses every later write
+      try {
+        this.sqlite.pragma(`synchronous = ${this.level}`);
+      } catch (err) {
+        this.broken ??= new Error(`synchronous could not be set back to ${this.level}: ${(err as Error).message}`);
+      }
     }
   }
 
   sync(done: (err: Error | null) => void): void {
+    if (this.broken) return done(this.broken);
     if (this.fd === null) return done(new Error('the WAL file is closed'));
     fdatasync(this.fd, done);
   }
@@ -66,7 +74,11 @@ class WalSync implements DeferredSync {
  * The deferred fsync for a database opened with `synchronous` (db.ts); null where there is
  * nothing to defer: an in-memory database, or a level that does not sync at each commit.
  */
-export function walSync(sqlite: Database.Database, path: string, synchronous: Synchronous): DeferredSync | null {
-  if (path === ':memory:' || (synchronous !== 'FULL' && synchronous !== 'EXTRA')) return null;
-  return new WalSync(sqlite, `${path}-wal`, synchronous);
+export function walSync(sqlite: Database.Database, synchronous: Synchronous): WalSync | null {
+  if (synchronous !== 'FULL' && synchronous !== 'EXTRA') return null;
+  // SQLite keeps the WAL next to the file it resolved, not next to a symlink to it
+  const main = (sqlite.pragma('database_list') as { name: string; file: string }[]).find((d) => d.name === 'main');
+  if (!main?.file) return null; // in memory
+  if (sqlite.pragma('journal_mode', { simple: true }) !== 'wal') throw new Error('the database is not in WAL mode');
+  return new WalSync(sqlite, `${main.file}-wal`, synchronous);
 }

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import type { Db } from '../../src/store/db.js';
 import type { DeferredSync } from '../../src/store/wal-sync.js';
 import { adminAuth, json } from '../fixtures/app.js';
-import { incidentBody, send, world } from '../fixtures/incidents.js';
+import { events, incidentBody, send, world } from '../fixtures/incidents.js';
 import { connect, deviceStatus, deviceToken, listen, until } from '../fixtures/sockets.js';
 
 /** fsyncs that complete (or fail) when the test says so */
@@ -54,6 +54,7 @@ t.test('when a create is committed but its fsync has not completed, then neither
   await until('the new socket is the device', async () => (await deviceStatus(s.app, w.a7)) === 'online' && device.closed !== null);
   await new Promise((r) => setTimeout(r, 100));
   t.equal(again.frames.length, 0, 'nor is a socket opened meanwhile');
+  t.same(await events(s.app), [], 'the event list does not show it: after a power cut its id could name another event');
 
   disk.calls[0]!(null);
   const res = await created;
@@ -61,10 +62,11 @@ t.test('when a create is committed but its fsync has not completed, then neither
   await until('the push', () => again.frames.length === 1);
   t.equal(again.frames[0]!.incident.originId, 'CAD-1');
   t.equal(again.frames[0]!.event.type, 'incidentAssigned');
+  t.same((await events(s.app)).map((e) => e.id), [again.frames[0]!.pushId], 'and the event list shows it');
 });
 
 t.test('when the fsync fails, then the write is refused with a 500, the device is never sent it, and health says unavailable', async (t) => {
-  const { s, w, disk, device } = await setUp(t);
+  const { s, w, disk, token, device } = await setUp(t);
   const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
   await until('the fsync started', () => disk.calls.length === 1);
   disk.calls[0]!(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
@@ -79,8 +81,11 @@ t.test('when the fsync fails, then the write is refused with a 500, the device i
   const health = await s.app.inject({ method: 'GET', url: '/api/health' });
   t.equal(health.statusCode, 503);
   t.equal(json(health).database, 'unavailable');
+  const again = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
+  await until('the new socket is the device', () => device.closed !== null);
   await new Promise((r) => setTimeout(r, 100));
-  t.equal(device.frames.length, 0, 'what the disk may not have is never pushed');
+  t.equal(again.frames.length, 0, 'what the disk may not have is never pushed, even to a socket reading its outbox from the start');
+  t.same(await events(s.app), [], 'nor listed');
   const list = await s.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } });
   t.equal(list.statusCode, 200, 'reads still work');
 });

@@ -7,9 +7,9 @@ export class HealthHandlers {
   constructor(private readonly ctx: Context) {}
 
   getHealth: Handler<'getHealth'> = async (req, reply) => {
-    const failure = this.ctx.writes.failure;
-    const database = !failure && databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
-    if (database !== 'ok') req.log.error({ err: failure ?? undefined }, 'health: database unavailable');
+    const writes = this.ctx.writes;
+    const database = writes.healthy() && databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
+    if (database !== 'ok') req.log.error({ err: writes.failure ?? undefined, syncStalled: !writes.failure && !writes.healthy() }, 'health: database unavailable');
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database, database, version: this.ctx.version });
   };
 }
