@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import type { Db } from '../../src/store/db.js';
 import type { DeferredSync } from '../../src/store/wal-sync.js';
-import { adminAuth, json } from '../fixtures/app.js';
+import { adminAuth, json, mintToken } from '../fixtures/app.js';
 import { events, incidentBody, send, world } from '../fixtures/incidents.js';
 import { connect, deviceStatus, deviceToken, listen, until } from '../fixtures/sockets.js';
 
@@ -45,10 +45,12 @@ async function state(p: Promise<unknown>, ms = 100): Promise<'pending' | 'settle
 
 t.test('when a create is committed but its fsync has not completed, then neither its caller nor its device hears of it until it has', async (t) => {
   const { s, w, disk, token, device } = await setUp(t);
+  const live = await connect(t, `${s.ws}/api/socket?token=${await mintToken(s.app, w.cad)}`);
   const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
   await until('the group committed and its fsync started', () => disk.calls.length === 1);
   t.equal(await state(created), 'pending', 'the caller waits for the disk');
   t.equal(device.frames.length, 0, 'the connected device is sent nothing');
+  t.equal(live.frames.length, 0, "the CAD user's live socket is told nothing");
   // a reconnecting device reads its outbox from the start: the push is not there for it either
   const again = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
   await until('the new socket is the device', async () => (await deviceStatus(s.app, w.a7)) === 'online' && device.closed !== null);
@@ -60,6 +62,7 @@ t.test('when a create is committed but its fsync has not completed, then neither
   const res = await created;
   t.equal(res.status, 200, 'answered once the disk has it');
   await until('the push', () => again.frames.length === 1);
+  await until('the live event', () => live.frames.length === 1);
   t.equal(again.frames[0]!.incident.originId, 'CAD-1');
   t.equal(again.frames[0]!.event.type, 'incidentAssigned');
   t.same((await events(s.app)).map((e) => e.id), [again.frames[0]!.pushId], 'and the event list shows it');
