@@ -458,7 +458,7 @@ export interface paths {
         };
         /**
          * Liveness and readiness
-         * @description 200 when the process is up and the database answers; 503 when the database does not, or when a write has waited more than 10 s for the disk, or could not be synced to it.
+         * @description 200 when the process is up and the database answers; 503 when the database does not, or when one sync of the write-ahead log has been pending for more than 10 s, or has failed.
          */
         get: operations["getHealth"];
         put?: never;

@@ -45,6 +45,8 @@ export interface AppDeps {
   durability?: DeferredSync | null;
   /** after a failed fsync, once it is logged (main.ts exits: recovery reads what the disk has) */
   onStorageFailure?: () => void;
+  /** an fsync pending for longer than this fails the health check (default 10 s) */
+  syncStallMs?: number;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -134,10 +136,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const writes = new GroupCommitter(db.$client, {
     durability,
     mark: () => lastEvent.get() as number,
+    // an incident write's events are its result's; their ids only grow
+    markOf: (r) => (r as { ok: boolean; events?: { id: number }[] }).events?.at(-1)?.id ?? 0,
     onFailure: (err) => {
-      app.log.fatal({ err }, 'the WAL could not be synced: what is on disk is unknown; incident writes are refused until a restart');
+      app.log.fatal({ err }, 'the WAL could not be synced: what is on disk is unknown; every write request is refused until a restart');
       deps.onStorageFailure?.();
     },
+    ...(deps.syncStallMs !== undefined ? { stallMs: deps.syncStallMs } : {}),
+  });
+  // After a failed fsync no request may write anything (users, tokens, sessions too): SQLite's
+  // next fsync may report success for pages the kernel could not write. The device hub's own
+  // writes (sent, acknowledged, online) go on: losing them only repeats a push.
+  app.addHook('onRequest', async (req) => {
+    if (writes.failure && req.method !== 'GET' && req.method !== 'HEAD') throw writes.failure;
   });
   app.addHook('onClose', async () => writes.close());
   const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {

@@ -20,7 +20,15 @@ async function main(): Promise<void> {
   // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
   // restart recovers from what is really on disk. The callers waiting get their 500 first.
-  const app = await buildApp({ config, db, onStorageFailure: () => setTimeout(() => process.exit(1), 200) });
+  let storageFailed = false;
+  const app = await buildApp({
+    config,
+    db,
+    onStorageFailure: () => {
+      storageFailed = true;
+      setTimeout(() => process.exit(1), 200);
+    },
+  });
   // WAL checkpoints off the event loop (src/store/checkpointer.ts)
   const checkpointer =
     config.databasePath === ':memory:' || !config.dbCheckpointThread
@@ -42,6 +50,8 @@ async function main(): Promise<void> {
     timer.unref();
     try {
       await app.close();
+      // after a failed fsync, no checkpoint: the restart recovers from what the disk has
+      if (storageFailed) process.exit(1);
       await checkpointer?.stop();
       db.$client.close();
       app.log.info('stopped');

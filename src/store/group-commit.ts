@@ -18,8 +18,8 @@
 // ends. `horizon()` tells readers how far the disk has everything.
 //
 // Measured (BENCHMARKS.md, session 6): on this machine's disk (fdatasync about 0.25 ms) creates/s
-// at 50 connections do not change; with every fsync made 2 ms slower they rise by a quarter
-// or more over a COMMIT that waits. Holding the next group back until the disk is free gave larger
+// at 50 connections do not change beyond the noise (−4 to +0.4 %); with every fsync made 2 ms
+// slower they rise by about 30 % over a COMMIT that waits. Holding the next group back until the disk is free gave larger
 // groups and no gain on either disk.
 import type Database from 'better-sqlite3';
 import type { DeferredSync } from './wal-sync.js';
@@ -43,6 +43,11 @@ export interface GroupCommitOptions {
   durability?: DeferredSync | null;
   /** a position that only grows with writes (the last event id): see horizon() */
   mark?: () => number;
+  /**
+   * The highest position an operation's result shows it wrote (0 for none). Given, `mark()` is
+   * read once and then kept up from the committed results, instead of once per group.
+   */
+  markOf?: (result: unknown) => number;
   /** told once, when a sync fails */
   onFailure?: (failure: StorageFailure) => void;
   /** a sync pending for longer than this makes healthy() false (a disk that hangs) */
@@ -71,6 +76,9 @@ export class GroupCommitter {
   private readonly maxGroup: number;
   private readonly durability: DeferredSync | null;
   private readonly mark: () => number;
+  private readonly markOf: ((result: unknown) => number) | null;
+  /** the mark after the last group committed, while it is known without asking */
+  private lastMark: number | null = null;
   private readonly onFailure: (failure: StorageFailure) => void;
   private readonly stallMs: number;
   private syncStartedAt = 0;
@@ -84,6 +92,7 @@ export class GroupCommitter {
     this.maxGroup = opts.maxGroup ?? 256;
     this.durability = opts.durability ?? null;
     this.mark = opts.mark ?? (() => 0);
+    this.markOf = opts.markOf ?? null;
     this.onFailure = opts.onFailure ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
   }
@@ -143,7 +152,7 @@ export class GroupCommitter {
   private commit(group: Pending[]): void {
     let mark = 0;
     try {
-      if (this.durability) mark = this.mark();
+      if (this.durability) mark = this.lastMark ??= this.mark();
     } catch (err) {
       for (const p of group) p.reject(err);
       return;
@@ -168,6 +177,9 @@ export class GroupCommitter {
     }
     if (!this.durability) for (const d of done) d.p.resolve(d.result);
     else if (done.length > 0) this.waiting.push({ done, mark });
+    // only what committed counts: a rolled-back attempt's ids are given out again
+    if (this.markOf) for (const d of done) this.lastMark = Math.max(this.lastMark ?? 0, this.markOf(d.result));
+    else this.lastMark = null;
   }
 
   private startSync(): void {
@@ -178,15 +190,20 @@ export class GroupCommitter {
     this.durability.sync((err) => {
       this.syncing = null;
       if (err) {
-        if (!this.failure) {
-          this.failure = new StorageFailure(err);
-          this.onFailure(this.failure);
-        }
+        const first = !this.failure;
+        const failure = (this.failure ??= new StorageFailure(err));
         this.frozenHorizon = Math.min(this.frozenHorizon, batch[0]!.mark);
         // what was committed while this sync ran cannot be trusted to reach the disk either
-        for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(this.failure);
+        for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(failure);
         this.waiting = [];
         this.settleIdle();
+        if (first) {
+          try {
+            this.onFailure(failure);
+          } catch {
+            // the callers have their answer; a failing listener must not take that away
+          }
+        }
         return;
       }
       this.stats.syncs += 1;

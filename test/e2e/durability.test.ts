@@ -21,9 +21,9 @@ function heldDisk() {
   return { durability, calls, attach: (d: Db) => (db = d) };
 }
 
-async function setUp(t: Test) {
+async function setUp(t: Test, deps: { onStorageFailure?: () => void; syncStallMs?: number } = {}) {
   const disk = heldDisk();
-  const s = await listen(t, {}, {}, { durability: disk.durability });
+  const s = await listen(t, {}, {}, { durability: disk.durability, ...deps });
   disk.attach(s.db);
   const w = await world(s.app);
   const token = await deviceToken(s.app, w.a7);
@@ -69,12 +69,14 @@ t.test('when a create is committed but its fsync has not completed, then neither
 });
 
 t.test('when the fsync fails, then the write is refused with a 500, the device is never sent it, and health says unavailable', async (t) => {
-  const { s, w, disk, token, device } = await setUp(t);
+  let told = 0;
+  const { s, w, disk, token, device } = await setUp(t, { onStorageFailure: () => told++ });
   const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
   await until('the fsync started', () => disk.calls.length === 1);
   disk.calls[0]!(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
   const res = await created;
   t.equal(res.status, 500);
+  t.equal(told, 1, 'the process is told (main.ts exits)');
   t.match(res.headers['content-type'], /^application\/problem\+json/);
   t.notMatch(JSON.stringify(res.body), /EIO|fdatasync|at .*\.ts/, 'no internals in the answer');
 
@@ -91,4 +93,48 @@ t.test('when the fsync fails, then the write is refused with a 500, the device i
   t.same(await events(s.app), [], 'nor listed');
   const list = await s.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } });
   t.equal(list.statusCode, 200, 'reads still work');
+  const user = await s.app.inject({ method: 'POST', url: '/api/users', headers: { authorization: adminAuth() }, payload: { name: 'X', email: 'x@example.test', password: 'x-password-1' } });
+  t.equal(user.statusCode, 500, 'and no write of any kind is taken: the disk may not keep it');
+  const users = await s.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } });
+  t.notOk(JSON.stringify(json(users)).includes('x@example.test'), 'the user was not created');
+});
+
+t.test('when one write is on disk and the next is not, then the event list and a device see exactly the first', async (t) => {
+  const { s, w, disk, token } = await setUp(t);
+  const first = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'ON-DISK', resources: ['A7'] }));
+  await until('the first fsync', () => disk.calls.length === 1);
+  disk.calls[0]!(null);
+  t.equal((await first).status, 200);
+  const second = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'NOT-YET', resources: ['A7'] }));
+  await until('the second fsync', () => disk.calls.length === 2);
+  const listed = await events(s.app);
+  t.equal(listed.length, 1, 'the first write\'s event, not the second\'s');
+  t.same(await events(s.app, `?deviceId=${w.a7}`), listed, 'filtered by device too');
+  const fresh = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
+  await until('the first push', () => fresh.frames.length === 1);
+  await new Promise((r) => setTimeout(r, 100));
+  t.same(
+    fresh.frames.map((f) => f.incident.originId),
+    ['ON-DISK'],
+    'a reconnecting device gets the first push only',
+  );
+  disk.calls[1]!(null);
+  t.equal((await second).status, 200);
+  await until('the second push', () => fresh.frames.length === 2);
+  t.equal(fresh.frames[1]!.incident.originId, 'NOT-YET');
+  t.equal((await events(s.app)).length, 2);
+});
+
+t.test('when an fsync hangs past the stall limit, then health answers 503 until it completes', async (t) => {
+  const { s, w, disk } = await setUp(t, { syncStallMs: 200 });
+  const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
+  await until('the fsync started', () => disk.calls.length === 1);
+  t.equal((await s.app.inject({ method: 'GET', url: '/api/health' })).statusCode, 200, 'an fsync under way is not a stall');
+  await new Promise((r) => setTimeout(r, 400));
+  const stalled = await s.app.inject({ method: 'GET', url: '/api/health' });
+  t.equal(stalled.statusCode, 503);
+  t.equal(json(stalled).database, 'unavailable');
+  disk.calls[0]!(null);
+  t.equal((await created).status, 200);
+  t.equal((await s.app.inject({ method: 'GET', url: '/api/health' })).statusCode, 200, 'healthy again once the disk answers');
 });

@@ -243,11 +243,11 @@ t.test('when a sync hangs, then the committer reports itself unhealthy, and clos
   const sqlite = db();
   const { sync, calls } = heldSync(sqlite);
   let closed = false;
-  const gc = new GroupCommitter(sqlite, { durability: { ...sync, close: () => (closed = true) }, stallMs: 30 });
+  const gc = new GroupCommitter(sqlite, { durability: { ...sync, close: () => (closed = true) }, stallMs: 300 });
   const w = gc.run(() => sqlite.prepare("INSERT INTO t (k, v) VALUES ('a', 1)").run().changes);
   await settled(w);
   t.ok(gc.healthy(), 'a sync under way is not a stall');
-  await new Promise((r) => setTimeout(r, 60));
+  await new Promise((r) => setTimeout(r, 400));
   t.notOk(gc.healthy(), 'one pending for longer than stallMs is');
   const closing = gc.close();
   t.equal(await settled(closing), 'pending', 'close waits for the write to be answered');
@@ -257,4 +257,93 @@ t.test('when a sync hangs, then the committer reports itself unhealthy, and clos
   await closing;
   t.ok(closed);
   t.ok(gc.healthy());
+});
+
+t.test('when close() is called as a write is queued, then it waits for that write to be on disk', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  const gc = new GroupCommitter(sqlite, { durability: sync });
+  const w = gc.run(() => sqlite.prepare("INSERT INTO t (k, v) VALUES ('a', 1)").run().changes);
+  const closing = gc.close();
+  t.equal(await settled(closing), 'pending');
+  calls[0]!(null);
+  t.equal(await w, 1);
+  await closing;
+  t.pass('closed once the write was answered');
+});
+
+t.test('when the sync fails while another group waits, then close() still returns and both are refused', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  const gc = new GroupCommitter(sqlite, { durability: sync, onFailure: () => { throw new Error('a failing listener'); } });
+  const a = gc.run(() => sqlite.prepare("INSERT INTO t (k, v) VALUES ('a', 1)").run().changes);
+  await settled(a);
+  const b = gc.run(() => sqlite.prepare("INSERT INTO t (k, v) VALUES ('b', 2)").run().changes);
+  await settled(b);
+  const closing = gc.close();
+  calls[0]!(new Error('EIO'));
+  await t.rejects(a, { name: 'StorageFailure' });
+  await t.rejects(b, { name: 'StorageFailure' }, 'the callers are answered even though the listener threw');
+  await closing;
+  t.pass('closed');
+});
+
+t.test('when results tell the mark, then it is read from the database once and kept up from what committed', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  let reads = 0;
+  const gc = new GroupCommitter(sqlite, {
+    durability: sync,
+    mark: () => {
+      reads++;
+      return 10;
+    },
+    markOf: (r) => r as number,
+  });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  const first = gc.run(() => (ins.run('a', 1), 11));
+  await settled(first);
+  t.equal(gc.horizon(), 10, 'the first group: the mark read from the database');
+  const second = gc.run(() => (ins.run('b', 2), 13));
+  const refused = gc.run(() => {
+    ins.run('c', 3);
+    throw new Error('refused'); // its attempt is rolled back: what it wrote counts for nothing
+  });
+  await t.rejects(refused, /refused/);
+  calls[0]!(null);
+  await first;
+  t.equal(gc.horizon(), 11, 'the second group: the highest id the first committed');
+  calls[1]!(null);
+  t.equal(await second, 13);
+  const third = gc.run(() => (ins.run('d', 4), 0)); // writes no event
+  await settled(third);
+  t.equal(gc.horizon(), 13);
+  calls[2]!(null);
+  await third;
+  t.equal(reads, 1, 'one read in all');
+});
+
+t.test('when the sync level cannot be restored after a COMMIT, then the group is not run again and the next sync fails', async (t) => {
+  const path = join(t.testdir(), 'r.db');
+  const { sqlite, durability } = fileDb(t, path);
+  const gc = new GroupCommitter(sqlite, { durability });
+  const pragma = sqlite.pragma.bind(sqlite);
+  let fail = true;
+  (sqlite as { pragma: unknown }).pragma = (source: string, options?: { simple?: boolean }) => {
+    if (fail && source === 'synchronous = FULL') {
+      fail = false;
+      throw new Error('out of memory');
+    }
+    return pragma(source, options);
+  };
+  let runs = 0;
+  await t.rejects(
+    gc.run(() => {
+      runs++;
+      return sqlite.prepare("INSERT INTO t (k, v) VALUES ('a', 1)").run().changes;
+    }),
+    /synchronous could not be set back to FULL: out of memory/,
+  );
+  t.equal(runs, 1, 'run once: its COMMIT had happened');
+  t.ok(gc.failure, 'and no write is taken after');
 });
