@@ -13,13 +13,17 @@
 //
 // Durability off the event loop (wal-sync.ts): given a DeferredSync, a group's COMMIT does
 // not wait for the disk. Its callers wait for an fdatasync of the WAL instead, which runs on
-// libuv's thread pool while the event loop goes on parsing, validating, reading, pushing and
-// committing the next groups; those share the next fdatasync, started as soon as this one
-// ends. `horizon()` tells readers how far the disk has everything.
+// libuv's thread pool while the event loop goes on parsing, validating, reading and pushing.
+// The next group forms meanwhile. It is committed when that fdatasync ends, or 1 ms into it if
+// it lasts longer, so that on a slow disk its SQL runs while the disk works; the groups
+// committed meanwhile share the next fdatasync, started as soon as this one ends. Its callers
+// lose nothing by the wait: their fdatasync could not start before this one ended anyway.
+// `horizon()` tells readers how far the disk has everything.
 //
-// Measured (BENCHMARKS.md, session 6): on this machine's disk (fdatasync about 0.25 ms) creates/s
-// at 50 connections do not change beyond the noise (−4 to +0.4 %); with every fsync made 2 ms
-// slower they rise by about 30 % over a COMMIT that waits. Holding the next group back until the disk is free gave larger
+// Measured (BENCHMARKS.md, session 6), creates/s at 50 connections against a COMMIT that
+// waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
+// (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
+// (groups half as large); holding it for the whole fdatasync lost the slow disk's gain. Holding the next group back until the disk is free gave larger
 // groups and no gain on either disk.
 import type Database from 'better-sqlite3';
 import type { DeferredSync } from './wal-sync.js';
@@ -52,6 +56,8 @@ export interface GroupCommitOptions {
   onFailure?: (failure: StorageFailure) => void;
   /** a sync pending for longer than this makes healthy() false (a disk that hangs) */
   stallMs?: number;
+  /** while a sync runs, the next group waits up to this long into it before committing (ms) */
+  holdMs?: number;
 }
 
 export class StorageFailure extends Error {
@@ -81,6 +87,8 @@ export class GroupCommitter {
   private lastMark: number | null = null;
   private readonly onFailure: (failure: StorageFailure) => void;
   private readonly stallMs: number;
+  private readonly holdMs: number;
+  private holdTimer: NodeJS.Timeout | null = null;
   private syncStartedAt = 0;
   /** close() waiting for the last sync */
   private idleWaiters: (() => void)[] = [];
@@ -95,6 +103,7 @@ export class GroupCommitter {
     this.markOf = opts.markOf ?? null;
     this.onFailure = opts.onFailure ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
+    this.holdMs = opts.holdMs ?? 1;
   }
 
   /** Runs `op` (synchronous, may start its own nested transaction) in the next group. */
@@ -136,6 +145,17 @@ export class GroupCommitter {
 
   private flush(): void {
     this.scheduled = false;
+    if (this.syncing && !this.failure) {
+      // the disk is busy: let the group grow, for up to holdMs of that sync
+      const left = this.holdMs - (performance.now() - this.syncStartedAt);
+      if (left > 0) {
+        this.holdTimer ??= setTimeout(() => {
+          this.holdTimer = null;
+          this.flush();
+        }, left);
+        return;
+      }
+    }
     while (this.queue.length > 0) {
       const group = this.queue.splice(0, this.maxGroup);
       if (this.failure) for (const p of group) p.reject(this.failure);
@@ -182,6 +202,16 @@ export class GroupCommitter {
     else this.lastMark = null;
   }
 
+  /** the group held while the disk was busy: committed in the next turn, after the answers */
+  private releaseHeld(): void {
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+    if (this.queue.length > 0 && !this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
   private startSync(): void {
     if (!this.durability || this.syncing || this.waiting.length === 0) return;
     const batch = (this.syncing = this.waiting);
@@ -196,6 +226,7 @@ export class GroupCommitter {
         // what was committed while this sync ran cannot be trusted to reach the disk either
         for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(failure);
         this.waiting = [];
+        this.releaseHeld(); // to be refused
         this.settleIdle();
         if (first) {
           try {
@@ -208,6 +239,7 @@ export class GroupCommitter {
       }
       this.stats.syncs += 1;
       for (const c of batch) for (const d of c.done) d.p.resolve(d.result);
+      this.releaseHeld();
       this.startSync(); // the groups committed meanwhile
       this.settleIdle();
     });

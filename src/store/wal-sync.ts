@@ -1,7 +1,7 @@
 // The fsync of a group commit, taken off the event loop. With synchronous=FULL SQLite fsyncs
 // the WAL inside every COMMIT, and the event loop waits for the disk; with every fsync made
-// 2 ms slower, that wait cost about a quarter of the creates per second (BENCHMARKS.md,
-// session 6). On this machine's fast disk it made no measurable difference.
+// 2 ms slower, that wait cost a quarter of the creates per second (+29 % without it;
+// BENCHMARKS.md, session 6); on this machine's fast disk, +3 %.
 //
 // A group's transaction runs at synchronous=NORMAL instead: its COMMIT writes the WAL frames
 // (the OS has them, so they survive a crash of this process) but does not wait for the disk.
