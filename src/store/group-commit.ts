@@ -23,8 +23,7 @@
 // Measured (BENCHMARKS.md, session 6), creates/s at 50 connections against a COMMIT that
 // waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
 // (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
-// (groups half as large); holding it for the whole fdatasync lost the slow disk's gain. Holding the next group back until the disk is free gave larger
-// groups and no gain on either disk.
+// (groups half as large); holding it for the whole fdatasync lost the slow disk's gain.
 import type Database from 'better-sqlite3';
 import type { DeferredSync } from './wal-sync.js';
 
