@@ -194,8 +194,11 @@ export class GroupCommitter {
         }
       }
     }
-    if (!this.durability) for (const d of done) d.p.resolve(d.result);
-    else if (done.length > 0) this.waiting.push({ done, mark });
+    if (!this.durability) {
+      for (const d of done) d.p.resolve(d.result);
+      return;
+    }
+    if (done.length > 0) this.waiting.push({ done, mark });
     // only what committed counts: a rolled-back attempt's ids are given out again
     if (this.markOf) for (const d of done) this.lastMark = Math.max(this.lastMark ?? 0, this.markOf(d.result));
     else this.lastMark = null;

@@ -77,12 +77,12 @@ export class PushStore {
   /** the device's pending pushes after `afterPushId`, in order (0: a new socket's first read) */
   pendingAfter(deviceId: number, afterPushId: number, limit: number): PushRow[] {
     const floor = this.floor(deviceId);
-    const last = this.lastDurableEvent();
-    const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), last, limit) as PushRow[];
+    const durable = Math.min(this.durable(), Number.MAX_SAFE_INTEGER);
+    const rows = this.st.pendingFrom.all(deviceId, Math.max(afterPushId, floor), durable, limit) as PushRow[];
     // A new socket reads from the floor: nothing is pending below the first row found (or at
     // all), so the floor moves past what this read stepped over. Later reads start at the
     // socket's cursor and write nothing: no write per push delivered.
-    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : last);
+    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : this.lastDurableEvent());
     return rows;
   }
 

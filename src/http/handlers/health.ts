@@ -8,8 +8,9 @@ export class HealthHandlers {
 
   getHealth: Handler<'getHealth'> = async (req, reply) => {
     const writes = this.ctx.writes;
-    const database = writes.healthy() && databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
-    if (database !== 'ok') req.log.error({ err: writes.failure ?? undefined, syncStalled: !writes.failure && !writes.healthy() }, 'health: database unavailable');
+    const writesHealthy = writes.healthy();
+    const database = writesHealthy && databaseAnswers(this.ctx.db) ? 'ok' : 'unavailable';
+    if (database !== 'ok') req.log.error({ err: writes.failure ?? undefined, syncStalled: !writes.failure && !writesHealthy }, 'health: database unavailable');
     return reply.code(database === 'ok' ? 200 : 503).send({ status: database, database, version: this.ctx.version });
   };
 }
