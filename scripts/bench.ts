@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { BENCH_USER, benchCaller, seed, threeCallsigns } from './bench/seed.js';
 import { paced, type PacedResult } from './bench/paced.js';
+import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
+import { formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { openDatabase } from '../src/store/db.js';
 import { IncidentStore } from '../src/store/incidents.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -231,10 +233,23 @@ async function main(): Promise<void> {
   // 2-core machine the bare route alone moved by 30 % within one minute, so a ratio to a
   // distant bare run would mostly measure the drift.
   let bareErrors = 0;
+  // where the CPUs went in each window of the service (scripts/bench/cpu.ts; Linux only)
+  const cpu = new Map<string, { usage: CpuUsage; requests: number }>();
+  const processes = { service: svc.child.pid!, generator: process.pid };
+  const watched = async <T extends { rps: number }>(name: string, window: () => Promise<T>): Promise<T> => {
+    const before = cpuSnapshot(processes);
+    const result = await window();
+    const after = cpuSnapshot(processes);
+    if (before && after) {
+      const usage = cpuBetween(before, after);
+      cpu.set(name, { usage, requests: result.rps * usage.seconds });
+    }
+    return result;
+  };
   const measure = async (name: string, opts: Parameters<typeof load>[2]): Promise<void> => {
     const bareRow = await load('bare', bare.base, { method: 'POST', path: '/echo', body: createBody, seconds: 5 });
     bareErrors += bareRow.errors;
-    const row = await load(name, svc.base, opts);
+    const row = await watched(name, () => load(name, svc.base, opts));
     row.bare = bareRow.rps;
     row.ratio = row.rps / bareRow.rps;
     rows.push(row);
@@ -259,12 +274,14 @@ async function main(): Promise<void> {
   await quiet();
   pacedRows.push({
     op: `POST /incidents at ${RATE} req/s`,
-    r: await paced({ url: svc.base, method: 'POST', path: () => '/api/incidents', headers: jsonHeaders, body: () => JSON.stringify(createBody()), rate: RATE, seconds: DURATION, connections: PACED_CONNECTIONS }),
+    r: await watched(`POST /incidents at ${RATE} req/s`, () => paced({ url: svc.base, method: 'POST', path: () => '/api/incidents', headers: jsonHeaders, body: () => JSON.stringify(createBody()), rate: RATE, seconds: DURATION, connections: PACED_CONNECTIONS })),
   });
   await quiet();
   pacedRows.push({
     op: `GET /incidents/{id} at ${RATE} req/s`,
-    r: await paced({ url: svc.base, method: 'GET', path: nextIncident, headers, rate: RATE, seconds: DURATION, connections: PACED_CONNECTIONS }),
+    r: await watched(`GET /incidents/{id} at ${RATE} req/s`, () =>
+      paced({ url: svc.base, method: 'GET', path: nextIncident, headers, rate: RATE, seconds: DURATION, connections: PACED_CONNECTIONS }),
+    ),
   });
   // the same with autocannon's overallRate, as every table before session 4 measured it (not a check)
   const fixed: Row[] = [];
@@ -278,6 +295,8 @@ async function main(): Promise<void> {
   const large = await matchingCost(100_000);
   console.log('reconnect drain…');
   const d = await drain();
+  console.log('the incident store alone…');
+  const [storeCreate, storeUpdate] = (await profileStore({ creates: 20_000, updates: 10_000 })) as [StoreProfile, StoreProfile];
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
@@ -308,6 +327,70 @@ async function main(): Promise<void> {
   console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);
+
+  const pct = (v: number) => `${v.toFixed(0)} %`;
+  /** µs the service's event loop ran per request in a window */
+  const loopUs = (name: string): number | undefined => {
+    const c = cpu.get(name);
+    return c && (c.usage.processes.get('service')!.mainRanMs * 1000) / c.requests;
+  };
+  if (cpu.size > 0) {
+    console.log(`\n## Where the CPUs went (scheduler statistics of each thread, ${cpus().length} CPUs)\n`);
+    console.log('% of one CPU over the window; "waiting" is time the event loop was ready to run but had no CPU.\n');
+    console.log('| window | req/s | service event loop on a CPU | event loop waiting for a CPU | service, other threads | load generator (this process) | machine idle | event-loop CPU per request |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const [name, { usage, requests }] of cpu) {
+      const svcCpu = usage.processes.get('service')!;
+      const gen = usage.processes.get('generator')!;
+      console.log(
+        `| ${name} | ${(requests / usage.seconds).toFixed(0)} | ${pct(svcCpu.mainRan)} | ${pct(svcCpu.mainWaited)} | ${pct(svcCpu.othersRan)} | ${pct(gen.mainRan + gen.othersRan)} | ${pct(usage.idle)}${usage.steal >= 0.5 ? ` (stolen ${pct(usage.steal)})` : ''} | ${loopUs(name)!.toFixed(0)} µs |`,
+      );
+    }
+  }
+  console.log(`\n## What limits the targets not met\n`);
+  const limits: string[] = [];
+  const throughputLimit = (row: Row, store: StoreProfile): void => {
+    const needed = 0.2 * row.bare!;
+    limits.push(`- **${row.op}**: ${row.rps.toFixed(0)} req/s, ${row.ratio!.toFixed(2)} of bare; 0.20 is ${needed.toFixed(0)} req/s.`);
+    const c = cpu.get(row.op);
+    if (c) {
+      const loop = c.usage.processes.get('service')!;
+      const perRequest = loopUs(row.op)!;
+      limits.push(
+        loop.mainRan >= 90
+          ? `  The service's event loop, which runs every request, was on a CPU ${pct(loop.mainRan)} of the window: it is the limit. It spent ${perRequest.toFixed(0)} µs per request; 0.20 needs at most ${(1e6 / needed).toFixed(0)} µs.`
+          : `  The service's event loop was on a CPU only ${pct(loop.mainRan)} of the window and waited for one ${pct(loop.mainWaited)}; the machine was idle ${pct(c.usage.idle)}. It spent ${perRequest.toFixed(0)} µs per request; 0.20 needs at most ${(1e6 / needed).toFixed(0)} µs.`,
+      );
+      limits.push(
+        `  The incident store alone spends ${store.eventLoopUs.toFixed(0)} µs of each on the event loop (statements ${store.statementsUs.toFixed(0)}, JavaScript ${store.javascriptUs.toFixed(0)}, COMMIT ${store.commitUs.toFixed(0)}; measured in process below), ` +
+          `so HTTP, authentication, validation, the response and the rest take about ${Math.max(0, perRequest - store.eventLoopUs).toFixed(0)} µs. ` +
+          `Were all of that free, the store alone would allow ${(1e6 / store.eventLoopUs).toFixed(0)} req/s, ${(1e6 / store.eventLoopUs / row.bare!).toFixed(2)} of bare.`,
+      );
+    }
+  };
+  if (create.ratio! < 0.2) throughputLimit(create, storeCreate);
+  if (update.ratio! < 0.2) throughputLimit(update, storeUpdate);
+  for (const { op, r } of pacedRows) {
+    if (r.fromDue.p99 <= 5) continue;
+    limits.push(`- **p99 ${op}**: ${ms(r.fromDue.p99)} from due, ${ms(r.fromSend.p99)} from send (p50 ${ms(r.fromDue.p50)}; p99.9 ${ms(r.fromDue.p999)}).`);
+    const c = cpu.get(op);
+    if (c) {
+      const loop = c.usage.processes.get('service')!;
+      const gen = c.usage.processes.get('generator')!;
+      const waitedMs = (loop.mainWaited / 100) * c.usage.seconds * 1000;
+      limits.push(
+        `  The event loop ran ${pct(loop.mainRan)} of the window and waited for a CPU ${waitedMs.toFixed(0)} ms in ${c.usage.seconds.toFixed(0)} s; ` +
+          `the service's other threads (checkpoints, fdatasync, V8) ran ${pct(loop.othersRan)}, this load generator ${pct(gen.mainRan + gen.othersRan)}; the machine was idle ${pct(c.usage.idle)}. ` +
+          `A request cost the event loop ${loopUs(op)!.toFixed(0)} µs at this rate` +
+          (op.startsWith('POST') && loopUs(create.op) !== undefined ? `, against ${loopUs(create.op)!.toFixed(0)} µs per create at ${CONNECTIONS} connections, where groups share each COMMIT.` : '.'),
+      );
+    }
+  }
+  console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
+  console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
+  console.log(formatStoreProfile(storeCreate));
+  console.log('');
+  console.log(formatStoreProfile(storeUpdate));
 }
 
 main().then(
