@@ -34,7 +34,7 @@ function threads(pid: number): Map<number, Thread> {
   return out;
 }
 
-/** null where /proc has no scheduler statistics (not Linux) */
+/** null where /proc has no scheduler statistics (not Linux), or has none for a process's main thread */
 export function cpuSnapshot(processes: Record<string, number>): CpuSnapshot | null {
   try {
     const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -44,7 +44,11 @@ export function cpuSnapshot(processes: Record<string, number>): CpuSnapshot | nu
       machine: { busy: user + nice + system + irq + softirq, idle: idle + iowait, steal: steal ?? 0 },
       processes: new Map(),
     };
-    for (const [label, pid] of Object.entries(processes)) snap.processes.set(label, { pid, threads: threads(pid) });
+    for (const [label, pid] of Object.entries(processes)) {
+      const t = threads(pid);
+      if (!t.has(pid)) return null; // a sandbox without schedstat, or the process is gone
+      snap.processes.set(label, { pid, threads: t });
+    }
     return snap;
   } catch {
     return null;
