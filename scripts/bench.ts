@@ -1,6 +1,9 @@
 // `npm run bench`: the service against a bare fastify route on this machine, at 50
 // connections, plus fixed-rate latency, matching scale and reconnect drain. Prints one table.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
+// Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
+// `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
+// process took the CPUs from the service's event loop (BENCHMARKS.md, session 7).
 import autocannon from 'autocannon';
 import { spawn, execSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -66,7 +69,7 @@ async function startService(dbPath: string): Promise<{ base: string; child: Chil
 }
 
 async function startBare(): Promise<{ base: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'scripts/bench/bare.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--v8-pool-size=0', '--import', 'tsx', 'scripts/bench/bare.ts'], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   const port = await new Promise<number>((resolve) => {
     child.stdout!.on('data', (d: Buffer) => {
