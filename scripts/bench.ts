@@ -361,11 +361,11 @@ async function main(): Promise<void> {
     if (c) {
       const loop = c.usage.processes.get('service')!;
       const perRequest = loopUs(row.op)!;
-      limits.push(
+      const busy =
         loop.mainRan >= 90
-          ? `  The service's event loop, which runs every request, was on a CPU ${pct(loop.mainRan)} of the window: it is the limit. It spent ${perRequest.toFixed(0)} µs per request; 0.20 needs at most ${(1e6 / needed).toFixed(0)} µs.`
-          : `  The service's event loop was on a CPU only ${pct(loop.mainRan)} of the window and waited for one ${pct(loop.mainWaited)}; the machine was idle ${pct(c.usage.idle)}. It spent ${perRequest.toFixed(0)} µs per request; 0.20 needs at most ${(1e6 / needed).toFixed(0)} µs.`,
-      );
+          ? `The service's event loop, which runs every request, was on a CPU ${pct(loop.mainRan)} of the window: it is the limit.`
+          : `The service's event loop was on a CPU only ${pct(loop.mainRan)} of the window and waited for one ${pct(loop.mainWaited)}; the machine was idle ${pct(c.usage.idle)}.`;
+      limits.push(`  ${busy} It spent ${perRequest.toFixed(0)} µs per request; 0.20 needs at most ${(1e6 / needed).toFixed(0)} µs.`);
       limits.push(
         `  The incident store alone spends ${store.eventLoopUs.toFixed(0)} µs of each on the event loop (statements ${store.statementsUs.toFixed(0)}, JavaScript ${store.javascriptUs.toFixed(0)}, COMMIT ${store.commitUs.toFixed(0)}; wall time in process, below), ` +
           `so HTTP, authentication, validation, the response and the rest take about ${Math.max(0, perRequest - store.eventLoopUs).toFixed(0)} µs. ` +
