@@ -21,6 +21,7 @@ import type { Db } from './store/db.js';
 import { IdentityStore } from './store/identity.js';
 import { IncidentStore } from './store/incidents.js';
 import { GroupCommitter } from './store/group-commit.js';
+import type { Checkpointer } from './store/checkpointer.js';
 import { PushStore } from './store/pushes.js';
 import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
@@ -47,7 +48,14 @@ export interface AppDeps {
   onStorageFailure?: () => void;
   /** an fsync pending for longer than this fails the health check (default 10 s) */
   syncStallMs?: number;
+  /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
+  walCheckpoints?: Pick<Checkpointer, 'whenWalLarge' | 'checkpoint'> | null;
+  /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
+  walRestartHoldMs?: number;
 }
+
+/** the longest a write group waits for the checkpoint pass that lets the WAL start over */
+export const WAL_RESTART_HOLD_MAX_MS = 5;
 
 /** pino options: request ids, and no credential ever written to the log */
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
@@ -151,6 +159,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     if (writes.failure && req.method !== 'GET' && req.method !== 'HEAD') throw writes.failure;
   });
   app.addHook('onClose', async () => writes.close());
+  // the WAL starts over at the next group's COMMIT if no group commits during the pass (checkpointer.ts)
+  const checkpoints = deps.walCheckpoints;
+  const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
+  checkpoints?.whenWalLarge(() => writes.holdUntil(checkpoints.checkpoint(), holdMs));
   const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {
     ...DEFAULT_HUB_OPTIONS,
     ackTimeoutMs: config.pushAckTimeoutS * 1000,

@@ -21,14 +21,7 @@ async function main(): Promise<void> {
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
   // restart recovers from what is really on disk. The callers waiting get their 500 first.
   let storageFailed = false;
-  const app = await buildApp({
-    config,
-    db,
-    onStorageFailure: () => {
-      storageFailed = true;
-      setTimeout(() => process.exit(1), 200);
-    },
-  });
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
   // WAL checkpoints off the event loop (src/store/checkpointer.ts)
   const checkpointer =
     config.databasePath === ':memory:' || !config.dbCheckpointThread
@@ -36,8 +29,20 @@ async function main(): Promise<void> {
       : new Checkpointer(db.$client, {
           path: config.databasePath,
           synchronous: config.dbSynchronous,
-          onError: (err) => app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread'),
+          onError: (err) => {
+            if (app) app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread');
+            else console.error('checkpoint thread failed; checkpointing on the main thread:', err);
+          },
         });
+  app = await buildApp({
+    config,
+    db,
+    walCheckpoints: checkpointer,
+    onStorageFailure: () => {
+      storageFailed = true;
+      setTimeout(() => process.exit(1), 200);
+    },
+  });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

@@ -7,13 +7,24 @@
 //
 // The thread opens its own connection and runs PASSIVE checkpoints every `intervalMs`: they
 // never block the writer, and the writer restarts the WAL from its beginning once a
-// checkpoint has caught up. That needs a pass to finish between two write transactions;
-// under steady writes (1 000 creates/s) passes rarely do, and the WAL only starts over when
-// the event loop's own automatic checkpoint, kept as a backstop at `backstopPages`, copies the
-// little the thread has not and syncs (20–30 ms on a large database). 40 000 pages (160 MB of
-// WAL) makes that rare: p99 of creates at 1 000/s on a large database 11–12 ms with it,
-// 30–33 ms with a 10 000-page backstop (two alternating runs each). It also covers a thread
-// that has died.
+// checkpoint has caught up. That needs a pass to finish between two write transactions, which
+// under steady writes seldom happens by itself (four times in 10 s of creates at 1 000/s,
+// session 7). The event loop's own automatic checkpoint, kept as a backstop at
+// `backstopPages`, copies the little the thread has not and syncs (20–30 ms on a large
+// database). 40 000 pages (160 MB of WAL) makes that rare: p99 of creates at 1 000/s on a
+// large database 11–12 ms with it, 30–33 ms with a 10 000-page backstop (two alternating runs
+// each). It also covers a thread that has died.
+//
+// So the WAL is started over on purpose. Without that, it grew toward the backstop (from 53 to
+// 92 MB in 10 s of creates at 1 000/s, session 7), every commit appending to a growing file.
+// Once the WAL holds `restartFrames` frames (8 192: 32 MB at 4 KiB pages), the thread says so
+// (`whenWalLarge`), then again only after as many more; the service then holds its next write
+// group (group-commit.ts, `holdUntil`) while the thread makes one more pass. No incident write
+// is appended meanwhile, so that pass, which copies only what was written since the last one,
+// normally ends with every frame copied, and the held group's COMMIT writes from the WAL's
+// beginning again, over a file that no longer grows. (A write of the device hub or a login
+// during the pass can spoil it; the thread then asks again later.) Measured at 1 000 creates/s (BENCHMARKS.md,
+// session 8): one such pass about every 0.5 s, holding one group for 1–2 ms.
 //
 // Every 10 ms, not 50: each pass then copies and syncs fewer pages, and a commit waiting on
 // the disk behind it waits less. On a database of ~230 000 incidents (40 s of creates at 50
@@ -27,6 +38,8 @@ import type { Synchronous } from './db.js';
 
 /** SQLite's own `wal_autocheckpoint`, restored when the thread stops or fails */
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
+/** 32 MB of WAL at 4 KiB pages */
+const DEFAULT_RESTART_FRAMES = 8192;
 
 export interface CheckpointResult {
   busy: number;
@@ -41,6 +54,8 @@ export interface CheckpointerOptions {
   synchronous: Synchronous;
   intervalMs?: number;
   backstopPages?: number;
+  /** frames in the WAL at which the thread says so (0: never); see whenWalLarge() */
+  restartFrames?: number;
   onError?: (err: Error) => void;
 }
 
@@ -55,9 +70,43 @@ const checkpoint = () => {
   const r = db.pragma('wal_checkpoint(PASSIVE)')[0];
   return { busy: r.busy, log: r.log, checkpointed: r.checkpointed };
 };
-const timer = setInterval(checkpoint, workerData.intervalMs);
+// Says the WAL is large once it holds restartFrames frames; about the same WAL again only
+// after restartFrames more (a restart that did not happen is asked for again later, not after
+// every pass). A WAL that started over is told apart by its checkpoint sequence number (bytes
+// 12-15 of its header), which SQLite raises each time.
+const fs = require('node:fs');
+const restartFrames = workerData.restartFrames;
+const walPath = db.pragma('database_list').find((d) => d.name === 'main').file + '-wal';
+const header = Buffer.alloc(4);
+const walGeneration = () => {
+  let fd;
+  try {
+    fd = fs.openSync(walPath, 'r');
+    return fs.readSync(fd, header, 0, 4, 12) === 4 ? header.readUInt32BE(0) : null;
+  } catch {
+    return null;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+};
+let saidOf = null;
+let sayAt = restartFrames;
+const pass = () => {
+  const r = checkpoint();
+  if (restartFrames > 0 && r.log >= restartFrames) {
+    const generation = walGeneration();
+    if (generation !== saidOf) sayAt = restartFrames;
+    if (r.log >= sayAt) {
+      saidOf = generation;
+      sayAt = r.log + restartFrames;
+      parentPort.postMessage({ large: r.log });
+    }
+  }
+  return r;
+};
+const timer = setInterval(pass, workerData.intervalMs);
 parentPort.on('message', (m) => {
-  if (m.type === 'checkpoint') parentPort.postMessage({ id: m.id, result: checkpoint() });
+  if (m.type === 'checkpoint') parentPort.postMessage({ id: m.id, result: pass() });
   if (m.type === 'synchronous') parentPort.postMessage({ id: m.id, result: db.pragma('synchronous', { simple: true }) });
   if (m.type === 'stop') {
     clearInterval(timer);
@@ -72,6 +121,7 @@ export class Checkpointer {
   private readonly waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
   private next = 0;
   private stopped = false;
+  private onWalLarge: (() => void) | null = null;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -80,10 +130,20 @@ export class Checkpointer {
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     this.worker = new Worker(WORKER, {
       eval: true,
-      workerData: { driver, path: opts.path, synchronous: opts.synchronous, intervalMs: opts.intervalMs ?? 10 },
+      workerData: {
+        driver,
+        path: opts.path,
+        synchronous: opts.synchronous,
+        intervalMs: opts.intervalMs ?? 10,
+        restartFrames: opts.restartFrames ?? DEFAULT_RESTART_FRAMES,
+      },
     });
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; result: never }) => {
+    this.worker.on('message', (m: { id: number; result: never } | { large: number }) => {
+      if ('large' in m) {
+        this.onWalLarge?.();
+        return;
+      }
       this.waiting.get(m.id)?.resolve(m.result);
       this.waiting.delete(m.id);
       if (this.waiting.size === 0 && !this.stopped) this.worker.unref();
@@ -101,7 +161,12 @@ export class Checkpointer {
     this.sqlite.pragma(`wal_autocheckpoint = ${opts.backstopPages ?? 40_000}`);
   }
 
-  /** one PASSIVE checkpoint now, on the thread (for tests and diagnostics) */
+  /** `then` is called whenever the WAL has grown by `restartFrames` frames since it last started over or was reported */
+  whenWalLarge(then: () => void): void {
+    this.onWalLarge = then;
+  }
+
+  /** one PASSIVE checkpoint now, on the thread */
   checkpoint(): Promise<CheckpointResult> {
     return this.ask('checkpoint');
   }

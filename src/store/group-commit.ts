@@ -20,6 +20,10 @@
 // lose nothing by the wait: their fdatasync could not start before this one ended anyway.
 // `horizon()` tells readers how far the disk has everything.
 //
+// A hold (`holdUntil`) keeps every group back until a promise settles, or for at most a given
+// time: the checkpoint thread's last pass before the WAL starts over (checkpointer.ts) needs no
+// write transaction to begin while it copies.
+//
 // Measured (BENCHMARKS.md, session 6), creates/s at 50 connections against a COMMIT that
 // waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
 // (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
@@ -77,7 +81,7 @@ export class GroupCommitter {
   /** after a failed sync, the horizon stays where the disk last had everything */
   private frozenHorizon = Infinity;
   /** sizes of the groups committed so far, and the fsyncs that made them durable */
-  readonly stats = { groups: 0, operations: 0, largest: 0, retried: 0, syncs: 0 };
+  readonly stats = { groups: 0, operations: 0, largest: 0, retried: 0, syncs: 0, holds: 0 };
   private readonly maxGroup: number;
   private readonly durability: DeferredSync | null;
   private readonly mark: () => number;
@@ -88,6 +92,8 @@ export class GroupCommitter {
   private readonly stallMs: number;
   private readonly holdMs: number;
   private holdTimer: NodeJS.Timeout | null = null;
+  /** set while holdUntil() keeps groups back */
+  private hold: Promise<void> | null = null;
   private syncStartedAt = 0;
   /** close() waiting for the last sync */
   private idleWaiters: (() => void)[] = [];
@@ -137,6 +143,25 @@ export class GroupCommitter {
     this.durability?.close();
   }
 
+  /**
+   * No group commits until `until` settles (fulfilled or rejected alike) or `maxMs` have passed,
+   * whichever is first; operations queue meanwhile and are committed together after. Ignored
+   * while a hold is on, and once a sync has failed (everything is refused at once then).
+   */
+  holdUntil(until: Promise<unknown>, maxMs: number): void {
+    if (this.hold || this.failure) return;
+    this.stats.holds += 1;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+    this.hold = Promise.race([until, timeout])
+      .catch(() => {})
+      .then(() => {
+        clearTimeout(timer);
+        this.hold = null;
+        this.releaseHeld();
+      });
+  }
+
   private settleIdle(): void {
     if (this.queue.length > 0 || this.waiting.length > 0 || this.syncing) return;
     for (const resolve of this.idleWaiters.splice(0)) resolve();
@@ -144,6 +169,7 @@ export class GroupCommitter {
 
   private flush(): void {
     this.scheduled = false;
+    if (this.hold && !this.failure) return; // committed when the hold ends
     if (this.syncing && !this.failure) {
       // the disk is busy: let the group grow, for up to holdMs of that sync
       const left = this.holdMs - (performance.now() - this.syncStartedAt);
@@ -204,7 +230,7 @@ export class GroupCommitter {
     else this.lastMark = null;
   }
 
-  /** the group held while the disk was busy: committed in the next turn, after the answers */
+  /** the group held (while the disk was busy, or by holdUntil): committed in the next turn, after the answers */
   private releaseHeld(): void {
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;

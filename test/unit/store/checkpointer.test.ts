@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Checkpointer } from '../../../src/store/checkpointer.js';
+import { GroupCommitter } from '../../../src/store/group-commit.js';
 
 function fileDb(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'cad-ckpt-'));
@@ -29,13 +30,13 @@ const write = (sqlite: Database.Database, rows: number) =>
     for (let i = 0; i < rows; i++) ins.run('x'.repeat(500));
   })();
 
+/** the checkpoint sequence number in the WAL header (bytes 12-15, big-endian): +1 each time the WAL starts over */
+const walGeneration = (path: string) => readFileSync(`${path}-wal`).readUInt32BE(12);
+
 /**
  * frames now in the WAL: mxFrame of the wal-index header (offset 16 of the -shm file, native
  * byte order). Read from the file, not with a checkpoint pragma, which would checkpoint itself.
  */
-/** the checkpoint sequence number in the WAL header (bytes 12-15, big-endian): +1 each time the WAL starts over */
-const walGeneration = (path: string) => readFileSync(`${path}-wal`).readUInt32BE(12);
-
 const walFrames = (path: string) => {
   const header = readFileSync(`${path}-shm`).subarray(0, 48);
   return endianness() === 'LE' ? header.readUInt32LE(16) : header.readUInt32BE(16);
@@ -106,4 +107,81 @@ t.test('when the thread cannot open the database, then it reports the error and 
   const err = await failed;
   t.match(err.message, /unable to open|no such file|directory does not exist/i);
   t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 1000);
+});
+
+const until = async (what: string, cond: () => boolean, t: Test) => {
+  const deadline = Date.now() + 10_000;
+  while (!cond() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  t.ok(cond(), what);
+};
+
+t.test('when the WAL reaches restartFrames, then the thread says so once, and again once it has started over and grown as much', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames: 100 });
+  t.teardown(() => ckpt.stop());
+  let said = 0;
+  ckpt.whenWalLarge(() => (said += 1));
+  write(sqlite, 300); // ~40 frames
+  await ckpt.checkpoint();
+  await ckpt.checkpoint();
+  t.equal(said, 0, 'not below restartFrames');
+  write(sqlite, 900); // the WAL starts over here (the thread had copied it all) and holds ~120 frames
+  await until('said once the WAL reached 100 frames', () => said === 1, t);
+  for (let i = 0; i < 5; i++) await ckpt.checkpoint();
+  t.equal(said, 1, 'not again on every pass while the WAL stays as it is');
+  write(sqlite, 900); // starts over again
+  await until('said again once the WAL had started over and reached 100 frames again', () => said === 2, t);
+});
+
+t.test('when writes wait for one more pass once the WAL is large, then the WAL starts over under steady writes', async (t) => {
+  // as app.ts wires it: the next group waits for the thread's pass
+  const steady = async (restartFrames: number) => {
+    const { path, sqlite } = fileDb(t);
+    const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames });
+    t.teardown(() => ckpt.stop());
+    const gc = new GroupCommitter(sqlite);
+    ckpt.whenWalLarge(() => gc.holdUntil(ckpt.checkpoint(), 10_000));
+    await ckpt.checkpoint(); // the thread is up
+    const ins = sqlite.prepare('INSERT INTO t (v) VALUES (?)');
+    let largest = 0;
+    // two writers back to back: a write transaction begins as soon as the last one ends, so a
+    // pass of the thread seldom ends between two of them
+    const writer = async () => {
+      for (let i = 0; i < 1500; i++) {
+        await gc.run(() => {
+          for (let r = 0; r < 16; r++) ins.run('x'.repeat(500));
+        });
+        largest = Math.max(largest, walFrames(path));
+      }
+    };
+    const generation = walGeneration(path);
+    await Promise.all([writer(), writer()]);
+    return { largest, restarts: walGeneration(path) - generation };
+  };
+  const held = await steady(300);
+  t.ok(held.restarts >= 5, `the WAL started over ${held.restarts} times`);
+  // 3 000 groups of 16 rows write ~7 000 frames; each restart comes within a pass of 300 frames
+  t.ok(held.largest < 1_000, `the WAL stayed small (largest ${held.largest} frames)`);
+});
+
+t.test('when the WAL cannot start over (a reader holds an old snapshot), then the thread says so again only every restartFrames frames', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames: 100 });
+  t.teardown(() => ckpt.stop());
+  let said = 0;
+  ckpt.whenWalLarge(() => (said += 1));
+  write(sqlite, 100);
+  const reader = new Database(path, { readonly: true });
+  t.teardown(() => reader.close());
+  reader.exec('BEGIN');
+  reader.prepare('SELECT count(*) FROM t').get(); // its snapshot keeps every later frame in the WAL
+  while (walFrames(path) < 110) write(sqlite, 50);
+  const first = walFrames(path);
+  await until('said once the WAL held 100 frames', () => said === 1, t);
+  while (walFrames(path) < first + 80) write(sqlite, 50);
+  for (let i = 0; i < 5; i++) await ckpt.checkpoint();
+  t.equal(said, 1, `not again at ${walFrames(path)} frames, less than 100 more than when it said so`);
+  while (walFrames(path) < first + 120) write(sqlite, 50);
+  await until(`said again at ${walFrames(path)} frames`, () => said === 2, t);
+  reader.exec('COMMIT');
 });

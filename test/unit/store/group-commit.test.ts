@@ -19,7 +19,7 @@ t.test('when operations arrive in one turn, then they commit as one group and ea
   const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
   const results = await Promise.all(Array.from({ length: 20 }, (_, i) => gc.run(() => Number(ins.run(`k${i}`, i).lastInsertRowid))));
   t.same(results, Array.from({ length: 20 }, (_, i) => i + 1));
-  t.same(gc.stats, { groups: 1, operations: 20, largest: 20, retried: 0, syncs: 0 });
+  t.same(gc.stats, { groups: 1, operations: 20, largest: 20, retried: 0, syncs: 0, holds: 0 });
   t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 20);
 });
 
@@ -71,7 +71,7 @@ t.test('when more operations wait than a group holds, then they are split into s
   const gc = new GroupCommitter(sqlite, { maxGroup: 4 });
   const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
   await Promise.all(Array.from({ length: 10 }, (_, i) => gc.run(() => ins.run(`k${i}`, i))));
-  t.same(gc.stats, { groups: 3, operations: 10, largest: 4, retried: 0, syncs: 0 });
+  t.same(gc.stats, { groups: 3, operations: 10, largest: 4, retried: 0, syncs: 0, holds: 0 });
 });
 
 /** a DeferredSync whose fdatasync completes when the test says so */
@@ -123,7 +123,7 @@ t.test('when commits are synced off the event loop, then no caller is answered b
   t.same(await Promise.all(second), [1, 1]);
   t.equal(gc.horizon(), Infinity);
   t.equal(calls.length, 2);
-  t.same(gc.stats, { groups: 3, operations: 4, largest: 2, retried: 0, syncs: 2 });
+  t.same(gc.stats, { groups: 3, operations: 4, largest: 2, retried: 0, syncs: 2, holds: 0 });
 });
 
 t.test('when an operation of a synced group fails, then it is rejected at once and the others still wait for the disk', async (t) => {
@@ -384,4 +384,87 @@ t.test('when a sync is under way, then the next group waits until it ends or hol
   t.equal(calls.length, 4);
   calls[3]!(null);
   t.equal(await d, 1);
+});
+
+const count = (sqlite: Database.Database) => (sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n;
+const turns = async (n: number) => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
+
+t.test('when a hold is on, then no group commits until its promise settles, and those queued commit together after', async (t) => {
+  const sqlite = db();
+  const gc = new GroupCommitter(sqlite);
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  let release!: () => void;
+  gc.holdUntil(new Promise<void>((r) => (release = r)), 60_000);
+  const answered: string[] = [];
+  const runs = ['a', 'b', 'c'].map((k) => gc.run(() => ins.run(k, 1)).then(() => answered.push(k)));
+  await turns(5);
+  t.equal(count(sqlite), 0, 'nothing written while held');
+  t.same(answered, [], 'nobody answered while held');
+  gc.holdUntil(Promise.resolve(), 0); // a second hold while one is on changes nothing
+  await turns(5);
+  t.equal(count(sqlite), 0, 'still held: the second hold was ignored');
+  release();
+  await Promise.all(runs);
+  t.same(answered, ['a', 'b', 'c']);
+  t.equal(count(sqlite), 3);
+  t.equal(gc.stats.groups, 1, 'the operations queued during the hold formed one group');
+  t.equal(gc.stats.holds, 1);
+});
+
+t.test('when the held-for promise rejects, then the groups commit all the same', async (t) => {
+  const sqlite = db();
+  const gc = new GroupCommitter(sqlite);
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  let fail!: (e: Error) => void;
+  gc.holdUntil(new Promise<void>((_, reject) => (fail = reject)), 60_000);
+  const run = gc.run(() => ins.run('a', 1).changes);
+  await turns(3);
+  t.equal(count(sqlite), 0);
+  fail(new Error('the checkpoint thread has stopped'));
+  t.equal(await run, 1);
+});
+
+t.test('when the held-for promise never settles, then the groups commit once maxMs has passed', async (t) => {
+  const sqlite = db();
+  const gc = new GroupCommitter(sqlite);
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  gc.holdUntil(new Promise<void>(() => {}), 20);
+  const run = gc.run(() => ins.run('a', 1).changes);
+  await turns(3);
+  t.equal(count(sqlite), 0, 'held at first');
+  t.equal(await run, 1, 'committed without the promise');
+  // and a new hold can start after one ended
+  let release!: () => void;
+  gc.holdUntil(new Promise<void>((r) => (release = r)), 60_000);
+  const next = gc.run(() => ins.run('b', 1).changes);
+  await turns(3);
+  t.equal(count(sqlite), 1);
+  release();
+  t.equal(await next, 1);
+  t.equal(gc.stats.holds, 2);
+});
+
+t.test('when commits are synced and a hold is on, then close() waits for the held write and it reaches the disk', async (t) => {
+  const sqlite = db();
+  const syncs: ((err: Error | null) => void)[] = [];
+  const durability: DeferredSync = { transaction: (fn) => sqlite.transaction(fn).immediate(), sync: (cb) => void syncs.push(cb), close: () => {} };
+  const gc = new GroupCommitter(sqlite, { durability });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  let release!: () => void;
+  gc.holdUntil(new Promise<void>((r) => (release = r)), 60_000);
+  const run = gc.run(() => ins.run('a', 1).changes);
+  let closed = false;
+  const closing = gc.close().then(() => (closed = true));
+  await turns(3);
+  t.equal(syncs.length, 0, 'nothing to sync while held');
+  release();
+  await turns(3);
+  t.equal(syncs.length, 1, 'the held group committed, and its sync started');
+  t.notOk(closed, 'close() still waits for that sync');
+  syncs[0]!(null);
+  t.equal(await run, 1);
+  await closing;
+  t.ok(closed);
 });
