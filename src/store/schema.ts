@@ -110,6 +110,10 @@ export const incidents = sqliteTable(
  * The callsign filter of the incident list: one row per distinct callsign key an incident
  * lists (none once it is closed). Keyed by callsign only, so no foreign key: a cascade would
  * scan it; the incident store deletes an incident's rows by the keys on its row.
+ *
+ * WITHOUT ROWID, like user_incidents (migration 0009, hand-written: drizzle cannot say it): the
+ * primary key is the table, not an index beside a rowid table, so a create writes one B-tree
+ * fewer for each. A migration drizzle generates that rebuilds either table must keep it.
  */
 export const incidentCallsigns = sqliteTable(
   'incident_callsigns',
@@ -129,9 +133,13 @@ export const userIncidents = sqliteTable(
   (t) => [primaryKey({ columns: [t.userId, t.incidentId] }), index('user_incidents_incident').on(t.incidentId)],
 );
 
-/** The incident as it was after an operation, once per operation: events point at it. */
+/**
+ * The incident as it was after an operation, once per operation: events point at it. Never
+ * deleted, so a plain rowid key never gives an id out twice, without AUTOINCREMENT's
+ * sqlite_sequence row to read and write on every insert (migration 0008).
+ */
 export const incidentVersions = sqliteTable('incident_versions', {
-  id: integer('id').primaryKey({ autoIncrement: true }),
+  id: integer('id').primaryKey(),
   incidentId: integer('incident_id').notNull(),
   incident: text('incident').notNull(),
 });
@@ -145,7 +153,8 @@ export const incidentVersions = sqliteTable('incident_versions', {
 export const events = sqliteTable(
   'events',
   {
-    id: integer('id').primaryKey({ autoIncrement: true }),
+    /** never deleted, so ids only grow without AUTOINCREMENT (migration 0008) */
+    id: integer('id').primaryKey(),
     type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned'] }).notNull(),
     deviceId: integer('device_id').notNull(),
     incidentId: integer('incident_id').notNull(),

@@ -172,3 +172,53 @@ t.test('when a database from before 0005 holds resources and assignments, then t
     'the list filters by callsign and reads the resources from the row',
   );
 });
+
+t.test('when a database from before 0008 holds events, versions and links, then they keep their ids and rows, ids go on growing, and the link tables lose their rowid', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0008_')));
+  const user = Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash) VALUES ('U', 'u@x.test', 'u@x.test', 'h')`).run().lastInsertRowid);
+  const incident = Number(
+    sqlite
+      .prepare(`INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ('O', 'FIRE', 'OPEN', 1, 2, 3, '2026-01-01T00:00:00.000Z')`)
+      .run().lastInsertRowid,
+  );
+  sqlite.prepare(`INSERT INTO user_incidents (user_id, incident_id) VALUES (?, ?)`).run(user, incident);
+  sqlite.prepare(`INSERT INTO incident_callsigns (callsign_key, incident_id) VALUES ('e1', ?), ('a7', ?)`).run(incident, incident);
+  const version = (n: number) => Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`).run(incident, `{"v":${n}}`).lastInsertRowid);
+  const event = (v: number, state: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', 4, ?, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
+        .run(incident, v, state).lastInsertRowid,
+    );
+  const v1 = version(1);
+  const v2 = version(2);
+  const e1 = event(v1, 'DELIVERED');
+  const e2 = event(v2, 'PENDING');
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const c = db.$client;
+  t.same(c.prepare('SELECT id, version_id AS v, state FROM events ORDER BY id').all(), [
+    { id: e1, v: v1, state: 'DELIVERED' },
+    { id: e2, v: v2, state: 'PENDING' },
+  ]);
+  t.same(c.prepare('SELECT id, incident FROM incident_versions ORDER BY id').all(), [
+    { id: v1, incident: '{"v":1}' },
+    { id: v2, incident: '{"v":2}' },
+  ]);
+  t.same(c.prepare('SELECT user_id AS u, incident_id AS i FROM user_incidents').all(), [{ u: user, i: incident }]);
+  t.same(c.prepare('SELECT callsign_key AS k FROM incident_callsigns WHERE incident_id = ? ORDER BY k').pluck().all(incident), ['a7', 'e1']);
+  const ddl = (name: string) => c.prepare(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?`).pluck().get(name) as string;
+  t.match(ddl('incident_callsigns'), /WITHOUT ROWID\s*$/);
+  t.match(ddl('user_incidents'), /WITHOUT ROWID\s*$/);
+  t.notMatch(ddl('events'), /AUTOINCREMENT/i);
+  t.notMatch(ddl('incident_versions'), /AUTOINCREMENT/i);
+  const indexes = c.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('events', 'user_incidents') AND name NOT LIKE 'sqlite_%' ORDER BY name`).pluck().all();
+  t.same(indexes, ['events_device', 'events_incident', 'events_pending_time', 'user_incidents_incident'], 'the indexes are rebuilt');
+  const next = Number(c.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentDeassigned', 4, ?, '2026-01-02T00:00:00.000Z', '{}', ?)`).run(incident, v2).lastInsertRowid);
+  t.equal(next, e2 + 1, 'the next event id follows the last');
+  c.prepare('DELETE FROM incidents WHERE id = ?').run(incident);
+  t.same(c.prepare('SELECT count(*) FROM user_incidents').pluck().get(), 0, 'deleting the incident still cascades to its owner link');
+  t.same(c.pragma('foreign_key_check'), []);
+});
