@@ -115,22 +115,28 @@ const until = async (what: string, cond: () => boolean, t: Test) => {
   t.ok(cond(), what);
 };
 
-t.test('when the WAL reaches restartFrames, then the thread says so once, and again once it has started over and grown as much', async (t) => {
+/** a thread that says the WAL is large at 100 frames; `said()` counts how often it has */
+function saying(t: Test) {
   const { path, sqlite } = fileDb(t);
   const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames: 100 });
   t.teardown(() => ckpt.stop());
-  let said = 0;
-  ckpt.whenWalLarge(() => (said += 1));
+  let count = 0;
+  ckpt.whenWalLarge(() => (count += 1));
+  return { path, sqlite, ckpt, said: () => count };
+}
+
+t.test('when the WAL reaches restartFrames, then the thread says so once, and again once it has started over and grown as much', async (t) => {
+  const { sqlite, ckpt, said } = saying(t);
   write(sqlite, 300); // ~40 frames
   await ckpt.checkpoint();
   await ckpt.checkpoint();
-  t.equal(said, 0, 'not below restartFrames');
+  t.equal(said(), 0, 'not below restartFrames');
   write(sqlite, 900); // the WAL starts over here (the thread had copied it all) and holds ~120 frames
-  await until('said once the WAL reached 100 frames', () => said === 1, t);
+  await until('said once the WAL reached 100 frames', () => said() === 1, t);
   for (let i = 0; i < 5; i++) await ckpt.checkpoint();
-  t.equal(said, 1, 'not again on every pass while the WAL stays as it is');
+  t.equal(said(), 1, 'not again on every pass while the WAL stays as it is');
   write(sqlite, 900); // starts over again
-  await until('said again once the WAL had started over and reached 100 frames again', () => said === 2, t);
+  await until('said again once the WAL had started over and reached 100 frames again', () => said() === 2, t);
 });
 
 t.test('when writes wait for one more pass once the WAL is large, then the WAL starts over under steady writes', async (t) => {
@@ -165,11 +171,7 @@ t.test('when writes wait for one more pass once the WAL is large, then the WAL s
 });
 
 t.test('when the WAL cannot start over (a reader holds an old snapshot), then the thread says so again only every restartFrames frames', async (t) => {
-  const { path, sqlite } = fileDb(t);
-  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames: 100 });
-  t.teardown(() => ckpt.stop());
-  let said = 0;
-  ckpt.whenWalLarge(() => (said += 1));
+  const { path, sqlite, ckpt, said } = saying(t);
   write(sqlite, 100);
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
@@ -177,11 +179,11 @@ t.test('when the WAL cannot start over (a reader holds an old snapshot), then th
   reader.prepare('SELECT count(*) FROM t').get(); // its snapshot keeps every later frame in the WAL
   while (walFrames(path) < 110) write(sqlite, 50);
   const first = walFrames(path);
-  await until('said once the WAL held 100 frames', () => said === 1, t);
+  await until('said once the WAL held 100 frames', () => said() === 1, t);
   while (walFrames(path) < first + 80) write(sqlite, 50);
   for (let i = 0; i < 5; i++) await ckpt.checkpoint();
-  t.equal(said, 1, `not again at ${walFrames(path)} frames, less than 100 more than when it said so`);
+  t.equal(said(), 1, `not again at ${walFrames(path)} frames, less than 100 more than when it said so`);
   while (walFrames(path) < first + 120) write(sqlite, 50);
-  await until(`said again at ${walFrames(path)} frames`, () => said === 2, t);
+  await until(`said again at ${walFrames(path)} frames`, () => said() === 2, t);
   reader.exec('COMMIT');
 });
