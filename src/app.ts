@@ -162,7 +162,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // the WAL starts over at the next group's COMMIT if no group commits during the pass (checkpointer.ts)
   const checkpoints = deps.walCheckpoints;
   const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
-  checkpoints?.whenWalLarge(() => writes.holdUntil(checkpoints.checkpoint(), holdMs));
+  checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
   const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {
     ...DEFAULT_HUB_OPTIONS,
     ackTimeoutMs: config.pushAckTimeoutS * 1000,

@@ -73,7 +73,8 @@ const checkpoint = () => {
 // Says the WAL is large once it holds restartFrames frames; about the same WAL again only
 // after restartFrames more (a restart that did not happen is asked for again later, not after
 // every pass). A WAL that started over is told apart by its checkpoint sequence number (bytes
-// 12-15 of its header), which SQLite raises each time.
+// 12-15 of its header), which SQLite raises each time; it is read before the pass, so that a
+// WAL that starts over during the pass is not taken for a new one holding the old one's frames.
 const fs = require('node:fs');
 const restartFrames = workerData.restartFrames;
 const walPath = db.pragma('database_list').find((d) => d.name === 'main').file + '-wal';
@@ -92,9 +93,9 @@ const walGeneration = () => {
 let saidOf = null;
 let sayAt = restartFrames;
 const pass = () => {
+  const generation = restartFrames > 0 ? walGeneration() : null;
   const r = checkpoint();
   if (restartFrames > 0 && r.log >= restartFrames) {
-    const generation = walGeneration();
     if (generation !== saidOf) sayAt = restartFrames;
     if (r.log >= sayAt) {
       saidOf = generation;
@@ -121,7 +122,7 @@ export class Checkpointer {
   private readonly waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
   private next = 0;
   private stopped = false;
-  private onWalLarge: (() => void) | null = null;
+  private onWalLarge: ((frames: number) => void) | null = null;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -141,7 +142,7 @@ export class Checkpointer {
     this.worker.unref();
     this.worker.on('message', (m: { id: number; result: never } | { large: number }) => {
       if ('large' in m) {
-        this.onWalLarge?.();
+        this.onWalLarge?.(m.large);
         return;
       }
       this.waiting.get(m.id)?.resolve(m.result);
@@ -161,8 +162,11 @@ export class Checkpointer {
     this.sqlite.pragma(`wal_autocheckpoint = ${opts.backstopPages ?? 40_000}`);
   }
 
-  /** `then` is called whenever the WAL has grown by `restartFrames` frames since it last started over or was reported */
-  whenWalLarge(then: () => void): void {
+  /**
+   * `then` is called with the frames in the WAL whenever it has grown by `restartFrames` frames
+   * since it last started over or was reported
+   */
+  whenWalLarge(then: (frames: number) => void): void {
     this.onWalLarge = then;
   }
 

@@ -144,15 +144,22 @@ export class GroupCommitter {
   }
 
   /**
-   * No group commits until `until` settles (fulfilled or rejected alike) or `maxMs` have passed,
-   * whichever is first; operations queue meanwhile and are committed together after. Ignored
-   * while a hold is on, and once a sync has failed (everything is refused at once then).
+   * Calls `start` and commits no group until the promise it returns settles (fulfilled or
+   * rejected alike) or `maxMs` have passed, whichever is first; operations queue meanwhile and
+   * are committed together after. Does nothing, `start` included, while a hold is on or once a
+   * sync has failed (everything is refused at once then).
    */
-  holdUntil(until: Promise<unknown>, maxMs: number): void {
+  holdUntil(start: () => Promise<unknown>, maxMs: number): void {
     if (this.hold || this.failure) return;
     this.stats.holds += 1;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+    let until: Promise<unknown>;
+    try {
+      until = start();
+    } catch (err) {
+      until = Promise.reject(err);
+    }
     this.hold = Promise.race([until, timeout])
       .catch(() => {})
       .then(() => {

@@ -8,10 +8,10 @@ import type { CheckpointResult } from '../../src/store/checkpointer.js';
 
 function fakeCheckpoints() {
   const fake = {
-    large: null as (() => void) | null,
+    large: null as ((frames: number) => void) | null,
     passes: 0,
     finish: () => {},
-    whenWalLarge(then: () => void) {
+    whenWalLarge(then: (frames: number) => void) {
       fake.large = then;
     },
     checkpoint(): Promise<CheckpointResult> {
@@ -31,7 +31,7 @@ t.test('when the WAL is large, then a create waits for the checkpoint pass while
   const { app } = await makeApp(t, { walCheckpoints: checkpoints, walRestartHoldMs: 60_000 });
   const w = await world(app);
   t.ok(checkpoints.large, 'the app listens for the thread');
-  checkpoints.large!();
+  checkpoints.large!(9000);
   t.equal(checkpoints.passes, 1, 'one more pass was asked for');
   let answered = false;
   const create = send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'HELD-1' })).then((r) => ((answered = true), r));
@@ -56,7 +56,7 @@ t.test('when the pass does not end, then writes wait no longer than the hold all
   const checkpoints = fakeCheckpoints();
   const { app } = await makeApp(t, { walCheckpoints: checkpoints });
   const w = await world(app);
-  checkpoints.large!();
+  checkpoints.large!(9000);
   const res = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'HELD-2' }));
   t.equal(res.status, 200, `answered without the pass (the hold lasts at most ${WAL_RESTART_HOLD_MAX_MS} ms)`);
 });

@@ -120,9 +120,9 @@ function saying(t: Test) {
   const { path, sqlite } = fileDb(t);
   const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames: 100 });
   t.teardown(() => ckpt.stop());
-  let count = 0;
-  ckpt.whenWalLarge(() => (count += 1));
-  return { path, sqlite, ckpt, said: () => count };
+  const at: number[] = [];
+  ckpt.whenWalLarge((frames) => at.push(frames));
+  return { path, sqlite, ckpt, said: () => at.length, saidAt: () => at.at(-1)! };
 }
 
 t.test('when the WAL reaches restartFrames, then the thread says so once, and again once it has started over and grown as much', async (t) => {
@@ -146,7 +146,7 @@ t.test('when writes wait for one more pass once the WAL is large, then the WAL s
     const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 2, backstopPages: 1_000_000, restartFrames });
     t.teardown(() => ckpt.stop());
     const gc = new GroupCommitter(sqlite);
-    ckpt.whenWalLarge(() => gc.holdUntil(ckpt.checkpoint(), 10_000));
+    ckpt.whenWalLarge(() => gc.holdUntil(() => ckpt.checkpoint(), 10_000));
     await ckpt.checkpoint(); // the thread is up
     const ins = sqlite.prepare('INSERT INTO t (v) VALUES (?)');
     let largest = 0;
@@ -171,19 +171,21 @@ t.test('when writes wait for one more pass once the WAL is large, then the WAL s
 });
 
 t.test('when the WAL cannot start over (a reader holds an old snapshot), then the thread says so again only every restartFrames frames', async (t) => {
-  const { path, sqlite, ckpt, said } = saying(t);
+  const { path, sqlite, ckpt, said, saidAt } = saying(t);
   write(sqlite, 100);
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
   reader.exec('BEGIN');
   reader.prepare('SELECT count(*) FROM t').get(); // its snapshot keeps every later frame in the WAL
   while (walFrames(path) < 110) write(sqlite, 50);
-  const first = walFrames(path);
   await until('said once the WAL held 100 frames', () => said() === 1, t);
-  while (walFrames(path) < first + 80) write(sqlite, 50);
+  t.ok(saidAt() >= 100, `it said so at ${saidAt()} frames`);
+  const first = saidAt();
+  while (walFrames(path) < first + 60) write(sqlite, 10); // a few frames at a time
   for (let i = 0; i < 5; i++) await ckpt.checkpoint();
-  t.equal(said(), 1, `not again at ${walFrames(path)} frames, less than 100 more than when it said so`);
-  while (walFrames(path) < first + 120) write(sqlite, 50);
+  t.equal(said(), 1, `not again at ${walFrames(path)} frames, less than 100 more than at ${first}`);
+  while (walFrames(path) < first + 110) write(sqlite, 10);
   await until(`said again at ${walFrames(path)} frames`, () => said() === 2, t);
+  t.ok(saidAt() >= first + 100, `at ${saidAt()} frames`);
   reader.exec('COMMIT');
 });
