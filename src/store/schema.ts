@@ -135,8 +135,8 @@ export const userIncidents = sqliteTable(
 
 /**
  * The incident as it was after an operation, once per operation: events point at it. Never
- * deleted, so a plain rowid key never gives an id out twice, without AUTOINCREMENT's
- * sqlite_sequence row to read and write on every insert (migration 0008).
+ * deleted (a trigger refuses it, migration 0010), so a plain rowid key never gives an id out
+ * twice, without AUTOINCREMENT's sqlite_sequence row to read and write on every insert (0008).
  */
 export const incidentVersions = sqliteTable('incident_versions', {
   id: integer('id').primaryKey(),
@@ -153,7 +153,7 @@ export const incidentVersions = sqliteTable('incident_versions', {
 export const events = sqliteTable(
   'events',
   {
-    /** never deleted, so ids only grow without AUTOINCREMENT (migration 0008) */
+    /** never deleted (a trigger refuses it, migration 0010), so ids only grow without AUTOINCREMENT (0008) */
     id: integer('id').primaryKey(),
     type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned'] }).notNull(),
     deviceId: integer('device_id').notNull(),

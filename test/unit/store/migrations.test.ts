@@ -218,6 +218,9 @@ t.test('when a database from before 0008 holds events, versions and links, then 
   t.same(indexes, ['events_device', 'events_incident', 'events_pending_time', 'user_incidents_incident'], 'the indexes are rebuilt');
   const next = Number(c.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentDeassigned', 4, ?, '2026-01-02T00:00:00.000Z', '{}', ?)`).run(incident, v2).lastInsertRowid);
   t.equal(next, e2 + 1, 'the next event id follows the last');
+  t.throws(() => c.prepare('DELETE FROM events WHERE id = ?').run(next), /never deleted/, 'an event cannot be deleted (its id would come again)');
+  t.throws(() => c.prepare('DELETE FROM incident_versions WHERE id = ?').run(v2), /never deleted/, 'nor can a version');
+  t.equal(c.prepare('SELECT count(*) FROM events').pluck().get(), 3);
   c.prepare('DELETE FROM incidents WHERE id = ?').run(incident);
   t.same(c.prepare('SELECT count(*) FROM user_incidents').pluck().get(), 0, 'deleting the incident still cascades to its owner link');
   t.same(c.pragma('foreign_key_check'), []);
