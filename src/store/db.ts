@@ -22,8 +22,12 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
-  // keep the hot indexes in memory: the default 2 MiB cache makes every write re-read pages
-  sqlite.pragma('cache_size = -65536');
+  // An 8 MiB page cache. Larger is slower: at each COMMIT SQLite drops the cached pages past
+  // the end of the file, and after a B-tree split that renumbered pages (balance_nonroot parks
+  // one at the page after the 1 GiB lock byte) it finds them by walking the whole cache. At
+  // 64 MiB that walk cost about 300 µs per group commit, 6-8 % of the event loop under
+  // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md, session 9).
+  sqlite.pragma('cache_size = -8192');
   sqlite.pragma('temp_store = MEMORY');
   const db = drizzle(sqlite, { schema }) as Db;
   // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`
