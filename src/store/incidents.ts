@@ -113,6 +113,26 @@ function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?:
   return { ...body, timeOfOrigin: utc(body.timeOfOrigin), timeReceived: utc(body.timeReceived), timeUpdated: utc(body.timeUpdated) };
 }
 
+/** the incidents row's columns from origin_id to assignments, in the order of the INSERT and UPDATE above */
+function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
+  return [
+    d.originId,
+    d.type,
+    d.timeOfOrigin,
+    d.timeReceived,
+    d.timeUpdated,
+    d.status,
+    d.timeClosed,
+    d.latitude,
+    d.longitude,
+    d.priority,
+    d.description,
+    storedAt,
+    JSON.stringify(d.resources),
+    JSON.stringify(assignments),
+  ];
+}
+
 function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
@@ -142,15 +162,16 @@ export class IncidentStore {
       idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
       exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
       deviceExists: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
+      // positional parameters: binding 14 named ones looks each up on an object (a create and
+      // an update each paid for that, and for the object built to hold them)
       insert: p(
         `INSERT INTO incidents (origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at, resources, assignments)
-         VALUES (@originId, @type, @timeOfOrigin, @timeReceived, @timeUpdated, @status, @timeClosed, @latitude, @longitude, @priority, @description, @storedAt, @resources, @assignments)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       update: p(
-        `UPDATE incidents SET origin_id = @originId, type = @type, time_of_origin = @timeOfOrigin, time_received = @timeReceived,
-           time_updated = @timeUpdated, status = @status, time_closed = @timeClosed, latitude = @latitude, longitude = @longitude,
-           priority = @priority, description = @description, stored_at = @storedAt, resources = @resources, assignments = @assignments
-         WHERE id = @id`,
+        `UPDATE incidents SET origin_id = ?, type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
+           time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?
+         WHERE id = ?`,
       ),
       delete: p(`DELETE FROM incidents WHERE id = ?`),
       insertCallsign: p(`INSERT OR IGNORE INTO incident_callsigns (callsign_key, incident_id) VALUES (?, ?)`),
@@ -240,10 +261,17 @@ export class IncidentStore {
    * deleted device's entry stays on the row until the incident is next written: deleting a
    * device would otherwise have to search every incident.
    */
-  private storedAssignments(row: StoredRow): Assignment[] {
+  private storedAssignments(row: StoredRow, matched?: ReadonlyMap<string, readonly number[]>): Assignment[] {
     const stored = JSON.parse(row.assignments) as Assignment[];
     const gone = new Set<number>();
-    for (const a of stored) if (!gone.has(a.deviceId) && this.st.deviceExists.get(a.deviceId) === undefined) gone.add(a.deviceId);
+    // a device the callsigns matched in this transaction exists: only the others are looked up
+    const found = new Set<number>();
+    if (matched) for (const ids of matched.values()) for (const id of ids) found.add(id);
+    for (const a of stored) {
+      if (found.has(a.deviceId) || gone.has(a.deviceId)) continue;
+      if (this.st.deviceExists.get(a.deviceId) === undefined) gone.add(a.deviceId);
+      else found.add(a.deviceId);
+    }
     return gone.size === 0 ? stored : stored.filter((a) => !gone.has(a.deviceId));
   }
 
@@ -312,8 +340,7 @@ export class IncidentStore {
       const outcome = planCreate(body, now, this.matchContext(caller, body.resources));
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       const draft: IncidentDraft = outcome.plan.incident;
-      const row = { ...draft, storedAt: now, resources: JSON.stringify(draft.resources), assignments: JSON.stringify(outcome.plan.assignments) };
-      const id = Number(this.st.insert.run(row).lastInsertRowid);
+      const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments)).lastInsertRowid);
       const incident: Incident = { id, ...draft };
       this.writeCallsigns(id, [], incident.resources);
       this.st.link.run(caller.id, id);
@@ -331,7 +358,8 @@ export class IncidentStore {
       if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
       const stored = toIncident(row);
-      const outcome = planUpdate(stored, this.storedAssignments(row), body, now, this.matchContext(caller, body.resources));
+      const context = this.matchContext(caller, body.resources);
+      const outcome = planUpdate(stored, this.storedAssignments(row, context.matches), body, now, context);
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       if (body.originId !== row.origin_id) {
         const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
@@ -341,7 +369,7 @@ export class IncidentStore {
       }
       const incident = outcome.plan.incident;
       this.forget(row.id);
-      this.st.update.run({ ...incident, storedAt: now, resources: JSON.stringify(incident.resources), assignments: JSON.stringify(outcome.plan.assignments) });
+      this.st.update.run(...rowValues(incident, now, outcome.plan.assignments), row.id);
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(row.id, stored.resources, incident.resources);
       return this.finish(outcome.plan, now);
