@@ -49,7 +49,7 @@ export interface AppDeps {
   /** an fsync pending for longer than this fails the health check (default 10 s) */
   syncStallMs?: number;
   /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
-  walCheckpoints?: Pick<Checkpointer, 'whenWalLarge' | 'checkpoint'> | null;
+  walCheckpoints?: Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> | null;
   /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
   walRestartHoldMs?: number;
 }
@@ -147,6 +147,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // an incident write's events are its result's; their ids only grow
     markOf: (r) => (r as { ok: boolean; events?: { id: number }[] }).events?.at(-1)?.id ?? 0,
     onFailure: (err) => {
+      // from now on nothing copies the WAL into the database file (Checkpointer.halt says why)
+      deps.walCheckpoints?.halt();
+      try {
+        db.$client.pragma('wal_autocheckpoint = 0');
+      } catch (e) {
+        app.log.error({ err: e }, 'could not turn the automatic checkpoint off');
+      }
       app.log.fatal({ err }, 'the WAL could not be synced: what is on disk is unknown; every write request is refused until a restart');
       deps.onStorageFailure?.();
     },

@@ -190,6 +190,18 @@ export class Checkpointer {
     });
   }
 
+  /**
+   * Stops the thread at once (a pass under way ends first), for good, and leaves the backstop
+   * as it is. After a failed fsync nothing may copy the WAL into the database file: the kernel
+   * may have dropped pages it could not write, and reading them back would copy whatever it
+   * now returns (app.ts turns the backstop off too; main.ts exits and recovery reads the disk).
+   */
+  halt(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    void this.worker.terminate();
+  }
+
   /** stops the thread and closes its connection; the event loop checkpoints on its own again */
   async stop(): Promise<void> {
     if (this.stopped) return;

@@ -18,6 +18,7 @@ function fakeCheckpoints() {
       fake.passes += 1;
       return new Promise((resolve) => (fake.finish = () => resolve({ busy: 0, log: 9000, checkpointed: 9000 })));
     },
+    halt() {},
   };
   return fake;
 }

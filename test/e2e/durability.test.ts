@@ -3,6 +3,7 @@
 // is sent its push. A real listening server and real WebSocket clients; the fsync is held by
 // the test.
 import t, { type Test } from 'tap';
+import type { AppDeps } from '../../src/app.js';
 import type { Db } from '../../src/store/db.js';
 import type { DeferredSync } from '../../src/store/wal-sync.js';
 import { adminAuth, json, mintToken } from '../fixtures/app.js';
@@ -21,7 +22,7 @@ function heldDisk() {
   return { durability, calls, attach: (d: Db) => (db = d) };
 }
 
-async function setUp(t: Test, deps: { onStorageFailure?: () => void; syncStallMs?: number } = {}) {
+async function setUp(t: Test, deps: Pick<AppDeps, 'onStorageFailure' | 'syncStallMs' | 'walCheckpoints'> = {}) {
   const disk = heldDisk();
   const s = await listen(t, {}, {}, { durability: disk.durability, ...deps });
   disk.attach(s.db);
@@ -70,13 +71,18 @@ t.test('when a create is committed but its fsync has not completed, then neither
 
 t.test('when the fsync fails, then the write is refused with a 500, the device is never sent it, and health says unavailable', async (t) => {
   let told = 0;
-  const { s, w, disk, token, device } = await setUp(t, { onStorageFailure: () => told++ });
+  let halted = 0;
+  const walCheckpoints = { whenWalLarge: () => {}, checkpoint: () => Promise.reject(new Error('not in this test')), halt: () => void halted++ };
+  const { s, w, disk, token, device } = await setUp(t, { onStorageFailure: () => told++, walCheckpoints });
+  t.not(s.db.$client.pragma('wal_autocheckpoint', { simple: true }), 0, 'the automatic checkpoint is on before');
   const created = send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
   await until('the fsync started', () => disk.calls.length === 1);
   disk.calls[0]!(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
   const res = await created;
   t.equal(res.status, 500);
   t.equal(told, 1, 'the process is told (main.ts exits)');
+  t.equal(halted, 1, 'the checkpoint thread is halted: nothing copies the WAL into the database file any more');
+  t.equal(s.db.$client.pragma('wal_autocheckpoint', { simple: true }), 0, 'nor does the automatic checkpoint');
   t.match(res.headers['content-type'], /^application\/problem\+json/);
   t.notMatch(JSON.stringify(res.body), /EIO|fdatasync|at .*\.ts/, 'no internals in the answer');
 

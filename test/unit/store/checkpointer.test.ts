@@ -189,3 +189,30 @@ t.test('when the WAL cannot start over (a reader holds an old snapshot), then th
   t.ok(saidAt() >= first + 100, `at ${saidAt()} frames`);
   reader.exec('COMMIT');
 });
+
+/** frames already copied into the database file: nBackfill of the checkpoint info, after the two wal-index headers (offset 96) */
+const walBackfilled = (path: string) => {
+  const info = readFileSync(`${path}-shm`).subarray(96, 100);
+  return endianness() === 'LE' ? info.readUInt32LE(0) : info.readUInt32BE(0);
+};
+
+t.test('when the thread is halted (after a failed fsync), then it copies nothing more into the database file', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 5, restartFrames: 0, backstopPages: 1_000_000 });
+  t.teardown(() => ckpt.stop());
+  await ckpt.checkpoint(); // the thread is up
+  write(sqlite, 500);
+  await until('running, the thread copies what is written within a few passes', () => walFrames(path) > 0 && walBackfilled(path) === walFrames(path), t);
+  ckpt.halt();
+  write(sqlite, 500); // starts the WAL over: none of its frames is copied yet
+  const copied = walBackfilled(path);
+  const frames = walFrames(path);
+  t.ok(frames > copied, `the WAL holds frames not yet copied (${frames} > ${copied})`);
+  await new Promise((r) => setTimeout(r, 100)); // 20 of its passes
+  t.equal(walBackfilled(path), copied, 'halted, it copies none of them');
+  t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 1_000_000, 'and leaves the backstop alone (app.ts turns it off)');
+  await t.rejects(ckpt.checkpoint(), /stopped/, 'asking it fails at once');
+  ckpt.halt();
+  await ckpt.stop();
+  t.pass('halting again, or stopping, is harmless');
+});
