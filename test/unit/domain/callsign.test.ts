@@ -20,6 +20,8 @@ t.test('when a callsign is blank or longer than 64 characters, then it is refuse
   t.same(normaliseCallsigns(['x'.repeat(65)]), { ok: false, error: { code: 'INVALID_CALLSIGN', index: 0, reason: 'too-long' } });
   t.same(normaliseCallsigns([` ${'x'.repeat(64)} `]), { ok: true, callsigns: ['x'.repeat(64)] }, '64 after trimming is fine');
   t.same(normaliseCallsigns(['🚒'.repeat(64)]).ok, true, 'length counts code points, not UTF-16 units');
+  t.same(normaliseCallsigns(['A\u0308'.repeat(64)]).ok, true, 'length counts the NFC form: 64 decomposed Ä are 64');
+  t.same(normaliseCallsigns(['A\u0308'.repeat(65)]).ok, false, '65 decomposed Ä are too long');
 });
 
 t.test('when lists are diffed, then by key, with the new spelling for added/unchanged and the old for removed', async (t) => {
