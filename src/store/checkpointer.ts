@@ -122,6 +122,8 @@ export class Checkpointer {
   private readonly waiting = new Map<number, { resolve: (r: never) => void; reject: (e: Error) => void }>();
   private next = 0;
   private stopped = false;
+  /** halted after a failed fsync: nothing may turn a checkpoint back on */
+  private halted = false;
   private onWalLarge: ((frames: number) => void) | null = null;
 
   constructor(
@@ -150,6 +152,9 @@ export class Checkpointer {
       if (this.waiting.size === 0 && !this.stopped) this.worker.unref();
     });
     this.worker.on('error', (err) => {
+      // An error the thread raised before halt() may still be delivered after it. The
+      // halted service must then keep every checkpoint off, and this is no fallback to report.
+      if (this.halted) return;
       // the event loop checkpoints on its own again, as SQLite does by default
       if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
       this.stopped = true;
@@ -191,12 +196,14 @@ export class Checkpointer {
   }
 
   /**
-   * Stops the thread at once (a pass under way ends first), for good, and leaves the backstop
-   * as it is. After a failed fsync nothing may copy the WAL into the database file: the kernel
+   * Stops the thread for good and leaves the backstop as it is; a thread error delivered later
+   * changes nothing. From the call on, the thread starts no pass; one already under way
+   * finishes. After a failed fsync nothing may copy the WAL into the database file: the kernel
    * may have dropped pages it could not write, and reading them back would copy whatever it
    * now returns (app.ts turns the backstop off too; main.ts exits and recovery reads the disk).
    */
   halt(): void {
+    this.halted = true;
     if (this.stopped) return;
     this.stopped = true;
     void this.worker.terminate();

@@ -216,3 +216,17 @@ t.test('when the thread is halted (after a failed fsync), then it copies nothing
   await ckpt.stop();
   t.pass('halting again, or stopping, is harmless');
 });
+
+t.test('when a thread error arrives after the halt, then the automatic checkpoint stays off and no fallback is reported', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  const errors: Error[] = [];
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', restartFrames: 0, onError: (e) => errors.push(e) });
+  t.teardown(() => ckpt.stop());
+  await ckpt.checkpoint(); // the thread is up
+  ckpt.halt();
+  sqlite.pragma('wal_autocheckpoint = 0'); // as app.ts does after a failed fsync
+  // an error the thread raised before it was terminated, delivered only now
+  (ckpt as unknown as { worker: import('node:worker_threads').Worker }).worker.emit('error', new Error('raised before the halt'));
+  t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop does not start checkpointing again');
+  t.same(errors, [], 'and nothing says the event loop checkpoints in its place');
+});
