@@ -14,7 +14,7 @@ import WebSocket from 'ws';
 import { BENCH_USER, benchCaller, seed, threeCallsigns } from './bench/seed.js';
 import { paced, type PacedResult } from './bench/paced.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
-import { formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
+import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { openDatabase } from '../src/store/db.js';
 import { IncidentStore } from '../src/store/incidents.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -300,7 +300,7 @@ async function main(): Promise<void> {
   console.log('reconnect drain…');
   const d = await drain();
   console.log('the incident store alone…');
-  const [storeCreate, storeUpdate] = (await profileStore({ creates: 20_000, updates: 10_000 })) as [StoreProfile, StoreProfile];
+  const { create: storeCreate, update: storeUpdate, alone: storeAlone } = await profileStore({ creates: 20_000, updates: 10_000, alone: 1_000 });
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
@@ -394,12 +394,23 @@ async function main(): Promise<void> {
           (op.startsWith('POST') && loopUs(create.op) !== undefined ? `, against ${loopUs(create.op)!.toFixed(0)} µs per create at ${CONNECTIONS} connections.` : '.'),
       );
     }
+    if (op.startsWith('POST')) {
+      // at this rate a group holds about one create: what one create committed alone costs
+      const a = storeAlone;
+      limits.push(
+        `  At this rate a write group holds little more than one create. In process, a create committed alone spends ${a.backToBackUs.toFixed(0)} µs on the event loop back to back ` +
+          `(COMMIT ${a.commitUs.toFixed(0)}: ${a.framesPerCommit.toFixed(1)} WAL frames, two writes each) and ${a.afterIdleUs.toFixed(0)} µs when the thread slept ${a.idleMs} ms before it, ` +
+          `against ${storeCreate.eventLoopUs.toFixed(0)} µs and ${storeCreate.framesPerOperation.toFixed(1)} frames per create in groups of 25 (below).`,
+      );
+    }
   }
   console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
   console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
   console.log(formatStoreProfile(storeCreate));
   console.log('');
   console.log(formatStoreProfile(storeUpdate));
+  console.log(`\n## Creates committed one by one (in process: ${storeAlone.creates} back to back, then ${storeAlone.creates} each after ${storeAlone.idleMs} ms idle)\n`);
+  console.log(formatAloneProfile(storeAlone, storeCreate));
 }
 
 main().then(

@@ -19,6 +19,7 @@ import { openDatabase } from '../../src/store/db.js';
 import { IncidentStore } from '../../src/store/incidents.js';
 import { Checkpointer } from '../../src/store/checkpointer.js';
 import { walSync } from '../../src/store/wal-sync.js';
+import { framePages, framesByOwner, pageOwners, walFrameCount, walGeneration } from './wal-frames.js';
 
 const GROUP = 25;
 
@@ -41,9 +42,36 @@ export interface StoreProfile {
   commitUs: number;
   /** the group's fdatasync of the WAL, per operation (µs): off the event loop in the service */
   syncUs: number;
+  /** WAL frames the groups' commits wrote, per operation */
+  framesPerOperation: number;
 }
 
-export async function profileStore(opts: { creates: number; updates: number }): Promise<StoreProfile[]> {
+/**
+ * Creates committed one per transaction, as the service commits them at a low rate (at 1 000
+ * req/s a group held 1.3 creates on average, session 10): back to back, and after the thread
+ * slept `idleMs` before each, as the event loop does between requests at such a rate.
+ */
+export interface AloneProfile {
+  creates: number;
+  idleMs: number;
+  /** on the event loop per create (statements, JavaScript, COMMIT), back to back */
+  backToBackUs: number;
+  /** of which the COMMIT */
+  commitUs: number;
+  /** the same, the thread having slept `idleMs` before each */
+  afterIdleUs: number;
+  framesPerCommit: number;
+  /** frames per commit by the table or index their page belongs to */
+  byOwner: { name: string; frames: number }[];
+}
+
+export interface StoreProfiles {
+  create: StoreProfile;
+  update: StoreProfile;
+  alone: AloneProfile;
+}
+
+export async function profileStore(opts: { creates: number; updates: number; alone: number }): Promise<StoreProfiles> {
   const work = mkdtempSync(join(tmpdir(), 'cad-store-profile-'));
   try {
     const path = join(work, 'store.sqlite');
@@ -75,6 +103,14 @@ export async function profileStore(opts: { creates: number; updates: number }): 
       }
     }
 
+    const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
+    /** frames a commit wrote: those past the mark taken before it, or all if the WAL started over */
+    const walMark = () => ({ generation: walGeneration(path), frames: walFrameCount(path) });
+    const framesSince = (mark: { generation: number; frames: number }): [number, number] => {
+      const to = walFrameCount(path);
+      return [walGeneration(path) === mark.generation ? mark.frames : 0, to];
+    };
+
     const caller = benchCaller(db);
     const now = new Date().toISOString();
     const three = (k: number) => threeCallsigns(pairCallsigns, k);
@@ -85,8 +121,10 @@ export async function profileStore(opts: { creates: number; updates: number }): 
       let inTransaction = 0;
       let inOps = 0;
       let syncMs = 0;
+      let frames = 0;
       for (let first = 0; first < n; first += GROUP) {
         let opsMs = 0;
+        const mark = walMark();
         const t0 = performance.now();
         durability.transaction(() => {
           const o = performance.now();
@@ -94,6 +132,8 @@ export async function profileStore(opts: { creates: number; updates: number }): 
           opsMs = performance.now() - o;
         });
         const t1 = performance.now();
+        const [from, to] = framesSince(mark);
+        frames += to - from;
         fdatasyncSync(wal);
         syncMs += performance.now() - t1;
         inTransaction += t1 - t0;
@@ -111,25 +151,65 @@ export async function profileStore(opts: { creates: number; updates: number }): 
         javascriptUs: us(inOps) - statementsUs,
         commitUs: us(inTransaction - inOps),
         syncUs: us(syncMs),
+        framesPerOperation: frames / n,
       };
     };
 
-    const out: StoreProfile[] = [];
-    out.push(
-      groups('create', opts.creates, (i) => {
-        const r = store.create(caller, { originId: `p-${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(i * 3) }, now);
-        if (!r.ok) throw new Error(`create ${i}: ${JSON.stringify(r.refusal)}`);
-      }),
-    );
+    const createOne = (originId: string, k: number) => {
+      const r = store.create(caller, { originId, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(k) }, now);
+      if (!r.ok) throw new Error(`create ${originId}: ${JSON.stringify(r.refusal)}`);
+    };
+    const create = groups('create', opts.creates, (i) => createOne(`p-${i}`, i * 3));
     const version = new Array<number>(500).fill(0);
-    out.push(
-      groups('update', opts.updates, (u) => {
+    const update = groups('update', opts.updates, (u) => {
         const i = u % 500;
         version[i]! += 1;
         const r = store.update(caller, { originId: `p-${i}` }, { originId: `p-${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) }, now);
         if (!r.ok) throw new Error(`update ${i}: ${JSON.stringify(r.refusal)}`);
-      }),
-    );
+    });
+
+    // one create per commit: back to back, then each after the thread slept IDLE_MS (the
+    // interval between requests at 1 000 req/s)
+    const IDLE_MS = 1;
+    const cell = new Int32Array(new SharedArrayBuffer(4));
+    const pages: number[] = [];
+    const alone = (idleMs: number, offset: number) => {
+      let ms = 0;
+      let commitMs = 0;
+      for (let i = 0; i < opts.alone; i++) {
+        if (idleMs > 0) Atomics.wait(cell, 0, 0, idleMs);
+        const mark = walMark();
+        let opDone = 0;
+        const t0 = performance.now();
+        durability.transaction(() => {
+          createOne(`a-${offset + i}`, offset + i);
+          opDone = performance.now();
+        });
+        const t1 = performance.now();
+        ms += t1 - t0;
+        commitMs += t1 - opDone;
+        if (idleMs === 0) pages.push(...framePages(path, ...framesSince(mark), pageSize));
+        // no fdatasync here: in the service it runs on another thread, and waiting for it
+        // would put this thread to sleep between commits, as the idle run does on purpose
+      }
+      return { us: (ms * 1000) / opts.alone, commitUs: (commitMs * 1000) / opts.alone };
+    };
+    const hot = alone(0, 0);
+    const cold = alone(IDLE_MS, opts.alone);
+    const owners = pageOwners(sqlite);
+    const out: StoreProfiles = {
+      create,
+      update,
+      alone: {
+        creates: opts.alone,
+        idleMs: IDLE_MS,
+        backToBackUs: hot.us,
+        commitUs: hot.commitUs,
+        afterIdleUs: cold.us,
+        framesPerCommit: pages.length / opts.alone,
+        byOwner: framesByOwner(pages, owners, opts.alone),
+      },
+    };
     await checkpointer.stop();
     closeSync(wal);
     durability.close();
@@ -151,14 +231,31 @@ export function formatStoreProfile(p: StoreProfile): string {
     `| **COMMIT** at NORMAL (WAL writes, any backstop checkpoint; with BEGIN and the two PRAGMA switches) | ${f(p.commitUs)} | | |`,
     `| **on the event loop** (the three above) | ${f(p.eventLoopUs)} | | |`,
     `| fdatasync of the WAL, per operation (on libuv's pool in the service) | ${f(p.syncUs)} | | |`,
+    `| WAL frames written per operation (pages, 4 KiB each) | ${p.framesPerOperation.toFixed(2)} | | |`,
+  ].join('\n');
+}
+
+export function formatAloneProfile(a: AloneProfile, grouped: StoreProfile): string {
+  const f = (v: number) => v.toFixed(1);
+  return [
+    `| a create committed alone | back to back | after ${a.idleMs} ms idle | in groups of ${GROUP} |`,
+    '|---|---|---|---|',
+    `| µs on the event loop per create | ${f(a.backToBackUs)} | ${f(a.afterIdleUs)} | ${f(grouped.eventLoopUs)} |`,
+    `| of which COMMIT | ${f(a.commitUs)} | | ${f(grouped.commitUs)} |`,
+    `| WAL frames per create | ${a.framesPerCommit.toFixed(2)} | | ${grouped.framesPerOperation.toFixed(2)} |`,
+    '',
+    `WAL frames of a create committed alone, by table or index: ${a.byOwner.map((o) => `${o.name} ${o.frames.toFixed(2)}`).join(', ')}`,
   ].join('\n');
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   const creates = Number(process.env.BENCH_CREATES ?? 40_000);
   const updates = Number(process.env.BENCH_UPDATES ?? 20_000);
+  const alone = Number(process.env.BENCH_ALONE ?? 2_000);
   console.log(
-    `store alone: ${creates} creates (3 callsigns x 2 devices), then ${updates} updates of 500 incidents in turn (add one callsign, remove one), groups of ${GROUP}, committed as the service does (NORMAL, then fdatasync)`,
+    `store alone: ${creates} creates (3 callsigns x 2 devices), then ${updates} updates of 500 incidents in turn (add one callsign, remove one), groups of ${GROUP}, committed as the service does (NORMAL, then fdatasync); then ${alone} creates committed one by one, twice`,
   );
-  for (const p of await profileStore({ creates, updates })) console.log(`\n## ${p.op}: ${p.eventLoopUs.toFixed(1)} µs per operation on the event loop\n\n${formatStoreProfile(p)}`);
+  const profiles = await profileStore({ creates, updates, alone });
+  for (const p of [profiles.create, profiles.update]) console.log(`\n## ${p.op}: ${p.eventLoopUs.toFixed(1)} µs per operation on the event loop\n\n${formatStoreProfile(p)}`);
+  console.log(`\n## creates committed one by one\n\n${formatAloneProfile(profiles.alone, profiles.create)}`);
 }
