@@ -55,6 +55,9 @@ export class DeviceHub implements PushHub {
   private readonly conns = new Map<number, DeviceConn>();
   private readonly users = new Set<UserConn>();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** a TTL sweep is walking the events */
+  private expiring = false;
+  private closed = false;
 
   constructor(
     private readonly store: PushStore,
@@ -201,10 +204,36 @@ export class DeviceHub implements PushHub {
     }
   }
 
-  /** Pushes not delivered within the TTL become EXPIRED and are never sent. */
+  /**
+   * Pushes not delivered within the TTL become EXPIRED and are never sent. The sweep walks the
+   * events in steps (PushStore.expireStep), one per turn of the event loop, so that a long walk
+   * (the first sweep after migration 0011 reads every event once) never holds requests up.
+   */
   expire(): void {
-    const expired = this.store.expireBefore(new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString());
-    if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
+    if (this.expiring || this.closed) return;
+    this.expiring = true;
+    const cutoff = new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString();
+    let expired = 0;
+    const done = () => {
+      this.expiring = false;
+      if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
+    };
+    const step = () => {
+      try {
+        if (!this.closed) {
+          const r = this.store.expireStep(cutoff);
+          expired += r.expired;
+          if (r.more) {
+            setImmediate(step);
+            return;
+          }
+        }
+      } catch (err) {
+        this.log.error({ err }, 'the push TTL sweep failed; it runs again at its next interval');
+      }
+      done();
+    };
+    step();
   }
 
   /** Restart sending where the oldest unacked push waited too long. */
@@ -223,6 +252,7 @@ export class DeviceHub implements PushHub {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     for (const t of this.timers) clearInterval(t);
     for (const conn of [...this.conns.values()]) {
       this.detach(conn, 'shutdown');

@@ -14,6 +14,15 @@
 // Only pushes the disk has are read or settled: up to `durable()`, the group commit's horizon
 // (group-commit.ts). A push of a write whose fsync is still under way waits for it: a device
 // must never act on an incident that a power cut could take back.
+//
+// The TTL sweep walks events by id, with no index of its own (an index of pending events cost
+// every event one more B-tree write; migration 0011). Events are written in time order: a
+// PENDING event younger than the cutoff means every later one is younger too, so a sweep
+// stops there. push_expiry.expired_through is where the last sweep stopped: no event at or
+// below it is PENDING past that sweep's cutoff, and none can become PENDING again. A clock
+// stepped back while events were written only delays the expiry of the events written after
+// the step (up to the size of the step); none expires early, as every row is also checked
+// against the cutoff.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
@@ -29,9 +38,14 @@ export interface PushRow {
   lastSentAt: string | null;
 }
 
+/** how many event ids one step of the TTL sweep covers (two range scans of the table by id) */
+export const EXPIRY_STEP = 5_000;
+
 export class PushStore {
   private readonly sqlite: Database.Database;
   private readonly st;
+  /** push_expiry.expired_through, as last written */
+  private expiredThrough: number;
 
   constructor(
     db: Db,
@@ -54,10 +68,17 @@ export class PushStore {
       oldestPending: p(
         `SELECT id, last_sent_at AS lastSentAt FROM events WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING' ORDER BY id LIMIT 1`,
       ),
-      expire: p(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND event_time < ?`),
+      // the first event of the step still PENDING and younger than the cutoff: the sweep stops there
+      youngPending: p(`SELECT id FROM events WHERE id > ? AND id <= ? AND state = 'PENDING' AND event_time >= ? ORDER BY id LIMIT 1`).pluck(),
+      expire: p(`UPDATE events SET state = 'EXPIRED' WHERE id > ? AND id <= ? AND state = 'PENDING' AND event_time < ?`),
+      expiredThrough: p(`SELECT expired_through FROM push_expiry WHERE id = 1`).pluck(),
+      setExpiredThrough: p(
+        `INSERT INTO push_expiry (id, expired_through) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET expired_through = excluded.expired_through`,
+      ),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
     };
+    this.expiredThrough = (this.st.expiredThrough.get() as number | undefined) ?? 0;
   }
 
   /** the last event the disk has */
@@ -113,8 +134,32 @@ export class PushStore {
     return oldest;
   }
 
-  expireBefore(createdBefore: string): number {
-    return this.st.expire.run(createdBefore).changes;
+  /**
+   * One step of the TTL sweep: every PENDING event written before `cutoff` among the next
+   * `step` ids from the floor becomes EXPIRED, up to the first younger one still PENDING.
+   * `more` is true when the step ended only because it was full: call again (after a turn of
+   * the event loop) until it is false.
+   */
+  expireStep(cutoff: string, step = EXPIRY_STEP): { expired: number; more: boolean } {
+    return this.sqlite.transaction(() => {
+      const floor = this.expiredThrough;
+      const last = this.st.lastEvent.get() as number;
+      const end = Math.min(floor + step, last);
+      if (end <= floor) return { expired: 0, more: false };
+      const young = this.st.youngPending.get(floor, end, cutoff) as number | undefined;
+      const through = young === undefined ? end : young - 1;
+      const expired = through > floor ? this.st.expire.run(floor, through, cutoff).changes : 0;
+      if (through > floor) {
+        this.st.setExpiredThrough.run(through);
+        this.expiredThrough = through;
+      }
+      return { expired, more: young === undefined && end < last };
+    })();
+  }
+
+  /** the sweep's floor: no event at or below it is PENDING past the last cutoff swept */
+  expiryFloor(): number {
+    return this.expiredThrough;
   }
 
   setStatus(deviceId: number, status: 'online' | 'offline', at: string | null): void {

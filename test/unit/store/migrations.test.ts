@@ -215,7 +215,7 @@ t.test('when a database from before 0008 holds events, versions and links, then 
   t.notMatch(ddl('events'), /AUTOINCREMENT/i);
   t.notMatch(ddl('incident_versions'), /AUTOINCREMENT/i);
   const indexes = c.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('events', 'user_incidents') AND name NOT LIKE 'sqlite_%' ORDER BY name`).pluck().all();
-  t.same(indexes, ['events_device', 'events_incident', 'events_pending_time', 'user_incidents_incident'], 'the indexes are rebuilt');
+  t.same(indexes, ['events_device', 'events_incident', 'user_incidents_incident'], 'the indexes are rebuilt (0011 then drops events_pending_time: the TTL sweep walks events by id)');
   const next = Number(c.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentDeassigned', 4, ?, '2026-01-02T00:00:00.000Z', '{}', ?)`).run(incident, v2).lastInsertRowid);
   t.equal(next, e2 + 1, 'the next event id follows the last');
   t.throws(() => c.prepare('DELETE FROM events WHERE id = ?').run(next), /never deleted/, 'an event cannot be deleted (its id would come again)');
@@ -224,4 +224,34 @@ t.test('when a database from before 0008 holds events, versions and links, then 
   c.prepare('DELETE FROM incidents WHERE id = ?').run(incident);
   t.same(c.prepare('SELECT count(*) FROM user_incidents').pluck().get(), 0, 'deleting the incident still cascades to its owner link');
   t.same(c.pragma('foreign_key_check'), []);
+});
+
+t.test('when a database from before 0011 holds pushes past their TTL, then the first sweep walks from the first event and expires exactly those', async (t) => {
+  const { path, sqlite } = olderDatabase(t, 11);
+  t.ok(sqlite.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'events_pending_time'`).get(), 'before 0011 the TTL sweep had its index');
+  const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1')`).run().lastInsertRowid);
+  const event = (time: string, state: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
+        .run(device, time, state).lastInsertRowid,
+    );
+  const old = event('2026-01-01T00:00:00.000Z', 'PENDING');
+  event('2026-01-01T01:00:00.000Z', 'DELIVERED');
+  const young = event('2026-01-03T00:00:00.000Z', 'PENDING');
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const c = db.$client;
+  t.notOk(c.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'events_pending_time'`).get(), 'the index is gone');
+  const pushes = new PushStore(db);
+  t.equal(pushes.expiryFloor(), 0, 'the sweep has no floor yet');
+  t.same(pushes.expireStep('2026-01-02T00:00:00.000Z'), { expired: 1, more: false });
+  t.same(c.prepare('SELECT id, state FROM events ORDER BY id').all(), [
+    { id: old, state: 'EXPIRED' },
+    { id: old + 1, state: 'DELIVERED' },
+    { id: young, state: 'PENDING' },
+  ]);
+  t.equal(c.prepare('SELECT expired_through FROM push_expiry').pluck().get(), old + 1, 'the floor is kept');
 });

@@ -178,3 +178,118 @@ t.test('when writes, acks, reads and expiries interleave at random, then deliver
   );
   t.equal(runs, 300, '300 random sequences hold');
 });
+
+// The TTL sweep walks events by id from push_expiry's floor and stops at the first PENDING
+// event younger than the cutoff (events are written in time order).
+function timedWorld(t: Test) {
+  const w = world(t);
+  const a = w.device('A');
+  const at = (hour: number, state = 'PENDING') =>
+    Number(
+      w.sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
+        .run(a, `2026-01-01T${String(hour).padStart(2, '0')}:00:00.000Z`, state).lastInsertRowid,
+    );
+  const cutoff = (hour: number, minute = 0) => `2026-01-01T${String(hour).padStart(2, '0')}:${String(minute).padStart(2, '0')}:00.000Z`;
+  return { ...w, at, cutoff };
+}
+
+t.test('when the TTL sweep runs, then pending pushes older than the cutoff expire, the others stay, and the floor stops before the first younger pending one', async (t) => {
+  const w = timedWorld(t);
+  const [e1, , , e4] = [w.at(1), w.at(2, 'DELIVERED'), w.at(3), w.at(4), w.at(5)];
+  t.same(w.pushes.expireStep(w.cutoff(3, 30)), { expired: 2, more: false });
+  t.same(w.states(), ['EXPIRED', 'DELIVERED', 'EXPIRED', 'PENDING', 'PENDING'], 'the 01:00 and 03:00 pushes expire; delivered and younger ones stay');
+  t.equal(w.pushes.expiryFloor(), e4! - 1, 'the floor stops just before the 04:00 push, still pending');
+  t.same(w.pushes.expireStep(w.cutoff(3, 30)), { expired: 0, more: false }, 'the same cutoff again expires nothing');
+  t.same(w.pushes.expireStep(w.cutoff(4, 30)), { expired: 1, more: false }, 'a later one expires the 04:00 push');
+  t.equal(w.pushes.expiryFloor(), e4);
+  t.ok(e1! > 0);
+});
+
+t.test('when the sweep has more ids to walk than one step, then each step covers at most that many and says so, and the floor outlives the store', async (t) => {
+  const w = timedWorld(t);
+  const first = w.at(1);
+  for (let i = 0; i < 9; i++) w.at(1);
+  t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 4, more: true }, 'the first four ids');
+  t.equal(w.pushes.expiryFloor(), first + 3);
+  t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 4, more: true }, 'the next four');
+  t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 2, more: false }, 'the last two: nothing more to walk');
+  t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 0, more: false }, 'at the last event, a step does nothing');
+  t.equal(w.sqlite.prepare(`SELECT count(*) FROM events WHERE state = 'PENDING'`).pluck().get(), 0);
+  const again = new PushStore({ $client: w.sqlite } as unknown as ConstructorParameters<typeof PushStore>[0]);
+  t.equal(again.expiryFloor(), first + 9, 'a store opened later (a restart) starts where the sweep stopped');
+  const later = w.at(3);
+  t.same(again.expireStep(w.cutoff(4)), { expired: 1, more: false }, 'and walks on from there');
+  t.equal(again.expiryFloor(), later);
+});
+
+t.test('when the clock stepped back between two pushes, then neither expires before its time', async (t) => {
+  const w = timedWorld(t);
+  const [ten, eight] = [w.at(10), w.at(8)];
+  t.same(w.pushes.expireStep(w.cutoff(9)), { expired: 0, more: false }, 'the 10:00 push is younger than 09:00: the sweep stops before it');
+  t.same(w.states(), ['PENDING', 'PENDING'], 'the 08:00 push after it waits for the floor (expiry delayed, never early)');
+  t.equal(w.pushes.expiryFloor(), ten - 1);
+  t.same(w.pushes.expireStep(w.cutoff(10, 30)), { expired: 2, more: false }, 'once the 10:00 push is past the cutoff, both expire');
+  t.equal(w.pushes.expiryFloor(), eight);
+});
+
+// a model: pushes written in time order in random states, delivered at random, swept with
+// rising cutoffs in random step sizes; after each sweep has walked all it can, exactly the
+// pushes pending since before the cutoff are expired, and none other was
+t.test('when writes, deliveries and sweeps interleave at random, then each full sweep expires exactly the pending pushes older than its cutoff', async (t) => {
+  const op = fc.oneof(
+    fc.record({ op: fc.constant('write' as const), gap: fc.integer({ min: 0, max: 3 }), state: fc.constantFrom('PENDING', 'PENDING', 'DELIVERED', 'SUPERSEDED') }),
+    fc.record({ op: fc.constant('deliver' as const), back: fc.integer({ min: 0, max: 10 }) }),
+    fc.record({ op: fc.constant('sweep' as const), age: fc.integer({ min: 0, max: 12 }), step: fc.integer({ min: 1, max: 6 }) }),
+  );
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.array(op, { maxLength: 50 }), (ops) => {
+      runs++;
+      const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+      try {
+        const sqlite = db.$client;
+        const pushes = new PushStore(db);
+        const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('A', 'a', 'u-a')`).run().lastInsertRowid);
+        const time = (minute: number) => new Date(Date.UTC(2026, 0, 1, 0, minute)).toISOString();
+        let now = 0; // minutes
+        let lastCutoff = -1;
+        const model = new Map<number, { minute: number; state: string }>();
+        for (const s of ops) {
+          if (s.op === 'write') {
+            now += s.gap;
+            const id = Number(
+              sqlite
+                .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
+                .run(device, time(now), s.state).lastInsertRowid,
+            );
+            model.set(id, { minute: now, state: s.state });
+          } else if (s.op === 'deliver') {
+            const id = model.size - s.back;
+            const e = model.get(id);
+            if (e?.state === 'PENDING') {
+              sqlite.prepare(`UPDATE events SET state = 'DELIVERED' WHERE id = ?`).run(id);
+              e.state = 'DELIVERED';
+            }
+          } else {
+            const cutoff = Math.max(lastCutoff, now - s.age); // the clock does not go back here
+            lastCutoff = cutoff;
+            let steps = 0;
+            while (pushes.expireStep(time(cutoff), s.step).more) if (++steps > 1000) throw new Error('the sweep does not end');
+            for (const e of model.values()) if (e.state === 'PENDING' && e.minute < cutoff) e.state = 'EXPIRED';
+          }
+          const stored = sqlite.prepare('SELECT id, state FROM events ORDER BY id').all() as { id: number; state: string }[];
+          for (const r of stored) {
+            if (model.get(r.id)!.state !== r.state) throw new Error(`event ${r.id}: ${r.state}, the model says ${model.get(r.id)!.state}`);
+          }
+          const floor = pushes.expiryFloor();
+          if (stored.some((r) => r.id <= floor && r.state === 'PENDING' && model.get(r.id)!.minute < lastCutoff)) throw new Error(`a push past the cutoff is pending at or below the floor ${floor}`);
+        }
+      } finally {
+        db.$client.close();
+      }
+    }),
+    { seed: 20261124, numRuns: 300 },
+  );
+  t.equal(runs, 300, '300 random sequences hold');
+});
