@@ -141,20 +141,20 @@ export class PushStore {
    * the event loop) until it is false.
    */
   expireStep(cutoff: string, step = EXPIRY_STEP): { expired: number; more: boolean } {
-    return this.sqlite.transaction(() => {
-      const floor = this.expiredThrough;
+    const floor = this.expiredThrough;
+    const step1 = this.sqlite.transaction(() => {
       const last = this.st.lastEvent.get() as number;
       const end = Math.min(floor + step, last);
-      if (end <= floor) return { expired: 0, more: false };
+      if (end <= floor) return { expired: 0, more: false, through: floor };
       const young = this.st.youngPending.get(floor, end, cutoff) as number | undefined;
       const through = young === undefined ? end : young - 1;
       const expired = through > floor ? this.st.expire.run(floor, through, cutoff).changes : 0;
-      if (through > floor) {
-        this.st.setExpiredThrough.run(through);
-        this.expiredThrough = through;
-      }
-      return { expired, more: young === undefined && end < last };
+      if (through > floor) this.st.setExpiredThrough.run(through);
+      return { expired, more: young === undefined && end < last, through };
     })();
+    // the floor in memory moves only once its row has committed: a failed COMMIT leaves both
+    this.expiredThrough = step1.through;
+    return { expired: step1.expired, more: step1.more };
   }
 
   /** the sweep's floor: no event at or below it is PENDING past the last cutoff swept */

@@ -293,3 +293,23 @@ t.test('when writes, deliveries and sweeps interleave at random, then each full 
   );
   t.equal(runs, 300, '300 random sequences hold');
 });
+
+t.test('when the COMMIT of a sweep step fails, then the floor in memory stays where the database has it', async (t) => {
+  const w = timedWorld(t);
+  w.at(1);
+  w.at(1);
+  // a deferred foreign-key violation written inside the step makes its COMMIT itself fail
+  w.sqlite.exec(`CREATE TRIGGER t_fail AFTER INSERT ON push_expiry BEGIN
+    INSERT INTO user_devices (user_id, device_id) VALUES (999999, 999999); END`);
+  const st = (w.pushes as unknown as { st: { lastEvent: { get: () => unknown } } }).st;
+  const get = st.lastEvent.get.bind(st.lastEvent);
+  st.lastEvent.get = () => {
+    w.sqlite.pragma('defer_foreign_keys = ON');
+    return get();
+  };
+  t.throws(() => w.pushes.expireStep(w.cutoff(2)), /FOREIGN KEY/, 'the step fails at its COMMIT');
+  t.equal(w.pushes.expiryFloor(), 0, 'the floor in memory has not moved');
+  t.same(w.states(), ['PENDING', 'PENDING'], 'nothing expired');
+  w.sqlite.exec('DROP TRIGGER t_fail');
+  t.same(w.pushes.expireStep(w.cutoff(2)), { expired: 2, more: false }, 'the next step expires both');
+});
