@@ -142,7 +142,7 @@ export class PushStore {
    */
   expireStep(cutoff: string, step = EXPIRY_STEP): { expired: number; more: boolean } {
     const floor = this.expiredThrough;
-    const step1 = this.sqlite.transaction(() => {
+    const { expired, more, through } = this.sqlite.transaction(() => {
       const last = this.st.lastEvent.get() as number;
       const end = Math.min(floor + step, last);
       if (end <= floor) return { expired: 0, more: false, through: floor };
@@ -153,8 +153,8 @@ export class PushStore {
       return { expired, more: young === undefined && end < last, through };
     })();
     // the floor in memory moves only once its row has committed: a failed COMMIT leaves both
-    this.expiredThrough = step1.through;
-    return { expired: step1.expired, more: step1.more };
+    this.expiredThrough = through;
+    return { expired, more };
   }
 
   /** the sweep's floor: no event at or below it is PENDING past the last cutoff swept */
