@@ -194,6 +194,7 @@ export class IncidentStore {
              AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
          ORDER BY d.id`,
       ).pluck(),
+      reachToken: p(`SELECT token FROM reach_generation WHERE id = 1`).pluck(),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -283,12 +284,40 @@ export class IncidentStore {
     return incident;
   }
 
+  // The devices a callsign reaches for a user, as the match queries last answered, valid while
+  // reach_generation's token is the one read with them. Any write to devices (name, disabled),
+  // user_devices or user_users, or a user deleted, sets a new random token (triggers, migration
+  // 0012), whichever code or process makes it, and a rolled-back one leaves a token never
+  // issued again (schema.ts). So an entry is dropped at the first read after such a write, in
+  // the transaction that reads it. The token is read once per create or update (one row by
+  // key) instead of a match query per callsign (3 in the bench, a join each: BENCHMARKS.md,
+  // session 12). Bounded: past MATCH_CACHE_MAX entries it starts over.
+  private readonly matchCache = new Map<string, readonly number[]>();
+  private matchToken: number | null = null;
+  private static readonly MATCH_CACHE_MAX = 50_000;
+
   private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined) {
-    const matches = new Map<string, number[]>();
-    for (const c of callsigns ?? []) {
+    const matches = new Map<string, readonly number[]>();
+    const list = callsigns ?? [];
+    if (list.length > 0) {
+      // no token row (never so after migration 0012): nothing is kept from one call to the next
+      const token = (this.st.reachToken.get() as number | undefined) ?? null;
+      if (token === null || token !== this.matchToken || this.matchCache.size >= IncidentStore.MATCH_CACHE_MAX) {
+        this.matchCache.clear();
+        this.matchToken = token;
+      }
+    }
+    // an administrator reaches every device: one entry per key, for every administrator
+    const who = caller.administrator ? '*' : String(caller.id);
+    for (const c of list) {
       const key = callsignKey(c);
       if (matches.has(key)) continue;
-      const ids = (caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[];
+      const entry = `${who}\u0000${key}`;
+      let ids = this.matchCache.get(entry);
+      if (ids === undefined) {
+        ids = Object.freeze((caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[]);
+        this.matchCache.set(entry, ids);
+      }
       if (ids.length > 0) matches.set(key, ids);
     }
     return { matches, online: this.presence.online };
