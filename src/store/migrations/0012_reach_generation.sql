@@ -14,7 +14,12 @@ BEGIN
 	UPDATE `reach_generation` SET `token` = abs(random() % 9007199254740991) WHERE `id` = 1;
 END;
 --> statement-breakpoint
-CREATE TRIGGER `reach_device_changed` AFTER UPDATE OF `id`, `name_key`, `disabled` ON `devices`
+-- Any update that changes what a match reads, however it names the column (`rowid` too), and
+-- any change of unique_id: `UPDATE OR REPLACE` onto another device's unique_id deletes that
+-- device without firing its delete trigger. The service's own device writes (status,
+-- last_update, settled_up_to) leave the token.
+CREATE TRIGGER `reach_device_changed` AFTER UPDATE ON `devices`
+	WHEN OLD.`id` IS NOT NEW.`id` OR OLD.`name_key` IS NOT NEW.`name_key` OR OLD.`disabled` IS NOT NEW.`disabled` OR OLD.`unique_id` IS NOT NEW.`unique_id`
 BEGIN
 	UPDATE `reach_generation` SET `token` = abs(random() % 9007199254740991) WHERE `id` = 1;
 END;

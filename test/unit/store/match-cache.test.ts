@@ -4,14 +4,18 @@
 // never matched against a stale answer, whichever write changed it and however it was made,
 // including a change that was rolled back.
 import t, { type Test } from 'tap';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { openDatabase } from '../../../src/store/db.js';
 import { IdentityStore, type UserRecord } from '../../../src/store/identity.js';
 import { IncidentStore, type Outcome } from '../../../src/store/incidents.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 
-function world(t: Test) {
-  const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+function world(t: Test, path = ':memory:') {
+  const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
   const identity = new IdentityStore(db);
   const incidents = new IncidentStore(db, { online: new Set<number>() });
@@ -81,16 +85,37 @@ t.test('when a managed user gains, loses or is deleted, then the manager reaches
   t.same(w.assigned(manager, ['E7']), [], "deleting the managed user (its links go by cascade) ends the manager's reach");
 });
 
-t.test('when the answer changes by SQL the store never ran, then it is still seen at once', async (t) => {
-  const w = world(t);
+t.test('when the answer changes through another connection to the file, then it is still seen at once', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'match-cache-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const w = world(t, join(dir, 'cad.sqlite'));
+  // an operator's sqlite3 session: a plain connection, none of the service's code
+  const operator = new Database(join(dir, 'cad.sqlite'));
+  t.teardown(() => operator.close());
+  operator.pragma('foreign_keys = ON');
   const cad = w.user();
+  const admin = w.user(true);
   const a = w.device('A1', cad);
   const b = w.device('B1', cad);
   t.same(w.assigned(cad, ['A1']), [a]);
-  w.sqlite.prepare(`UPDATE devices SET name = 'A1', name_key = 'a1' WHERE id = ?`).run(b);
-  t.same(w.assigned(cad, ['A1']), [a, b], 'an operator renaming a device in the database');
-  w.sqlite.prepare(`DELETE FROM user_devices WHERE device_id = ?`).run(a);
-  t.same(w.assigned(cad, ['A1']), [b], 'an operator removing a link');
+  operator.prepare(`UPDATE devices SET name = 'A1', name_key = 'a1' WHERE id = ?`).run(b);
+  t.same(w.assigned(cad, ['A1']), [a, b], 'a device renamed');
+  operator.prepare(`DELETE FROM user_devices WHERE device_id = ?`).run(a);
+  t.same(w.assigned(cad, ['A1']), [b], 'a link removed');
+
+  // devices no user is linked to: only an administrator reaches them, and no link cascades
+  const lone = w.device('L1');
+  const spare = w.device('S1');
+  t.same(w.assigned(admin, ['L1']), [lone]);
+  operator.prepare(`UPDATE devices SET rowid = 1000 WHERE id = ?`).run(lone);
+  t.same(w.assigned(admin, ['L1']), [1000], 'a device given another id through rowid');
+  const spareUniqueId = operator.prepare('SELECT unique_id FROM devices WHERE id = ?').pluck().get(spare) as string;
+  operator.prepare(`UPDATE OR REPLACE devices SET unique_id = ? WHERE id = 1000`).run(spareUniqueId);
+  t.same(w.assigned(admin, ['S1']), [], 'a device deleted by UPDATE OR REPLACE (no delete trigger fires for it)');
+  t.same(w.assigned(admin, ['L1']), [1000]);
+  operator.prepare(`INSERT OR REPLACE INTO devices (id, name, name_key, unique_id) VALUES (1000, 'L2', 'l2', 'x')`).run();
+  t.same(w.assigned(admin, ['L1']), [], 'a device replaced by INSERT OR REPLACE');
+  t.same(w.assigned(admin, ['L2']), [1000]);
 });
 
 t.test('when a change is rolled back and another change is committed, then the rolled-back answer is not reused', async (t) => {
@@ -159,6 +184,12 @@ t.test('every write that can change a match renews the token, and writes that ca
   renews('device linked', () => w.identity.linkDevice(cad.id, d));
   renews('device renamed', () => w.identity.updateDevice(d, { name: 'E2', nameKey: 'e2' }));
   renews('device disabled', () => w.identity.updateDevice(d, { disabled: true }));
+  renews('device given another unique id', () => w.identity.updateDevice(d, { uniqueId: 'moved' }));
+  keeps('a device written with the same values', () => w.identity.updateDevice(d, { name: 'E2', nameKey: 'e2', disabled: true }));
+  let loose = 0;
+  renews('another device inserted', () => (loose = w.device('Q1')));
+  // an unlinked device: a linked one's id is held by its links' foreign keys
+  renews('device given another id', () => w.sqlite.prepare('UPDATE devices SET id = id + 100 WHERE id = ?').run(loose));
   renews('user managed', () => w.identity.linkManagedUser(manager.id, cad.id));
   renews('user_users rewritten', () => w.sqlite.prepare('UPDATE user_users SET user_id = user_id').run());
   renews('user_devices rewritten', () => w.sqlite.prepare('UPDATE user_devices SET user_id = user_id').run());
