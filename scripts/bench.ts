@@ -89,8 +89,11 @@ interface Row {
   /** requests answered in the window */
   total: number;
   ratio?: number;
-  /** req/s of the bare route measured just before this operation */
+  /** req/s of the bare route: the mean of `bareBefore` and `bareAfter`, the ratio's denominator */
   bare?: number;
+  /** req/s of the bare route measured just before and just after this operation */
+  bareBefore?: number;
+  bareAfter?: number;
 }
 
 async function load(
@@ -119,14 +122,16 @@ async function load(
 
 function fmt(rows: Row[]): string {
   const withBare = rows.some((r) => r.bare !== undefined);
-  const head = ['operation', 'req/s', 'p50 ms', 'p99 ms', 'errors', ...(withBare ? ['bare req/s just before', 'ratio to bare'] : [])];
+  const head = ['operation', 'req/s', 'p50 ms', 'p99 ms', 'errors', ...(withBare ? ['bare req/s before', 'bare req/s after', 'ratio to bare'] : [])];
   const lines = rows.map((r) => [
     r.op,
     r.rps.toFixed(0),
     r.p50.toFixed(2),
     r.p99.toFixed(2),
     String(r.errors),
-    ...(withBare ? [r.bare === undefined ? '' : r.bare.toFixed(0), r.ratio === undefined ? '' : r.ratio.toFixed(2)] : []),
+    ...(withBare
+      ? [r.bareBefore === undefined ? '' : r.bareBefore.toFixed(0), r.bareAfter === undefined ? '' : r.bareAfter.toFixed(0), r.ratio === undefined ? '' : r.ratio.toFixed(2)]
+      : []),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
@@ -235,9 +240,12 @@ async function main(): Promise<void> {
   // 18 000 req/s and 33 000 warm in one run, which moved every ratio
   await load('warm-up', bare.base, { method: 'POST', path: '/echo', body: createBody, seconds: 2 });
   await load('warm-up', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
-  // Each operation's ratio is to the bare route measured just before it (5 s): on this shared
-  // 2-core machine the bare route alone moved by 30 % within one minute, so a ratio to a
-  // distant bare run would mostly measure the drift.
+  // Each operation's ratio is to the bare route measured just before it and just after it (5 s
+  // each), to their mean: on this shared 2-core machine the bare route alone moved by 30 %
+  // within one minute, so a ratio to a distant bare run would mostly measure the drift; and a
+  // dip in the one window just before (19 442 req/s before the update window of one session-12
+  // run, 32 000-40 000 in the others) alone made a ratio that the same service's figures did
+  // not support.
   let bareErrors = 0;
   // where the CPUs went in each window of the service (scripts/bench/cpu.ts; Linux only)
   const cpu = new Map<string, { usage: CpuUsage; requests: number }>();
@@ -250,12 +258,19 @@ async function main(): Promise<void> {
     if (before && after && requests > 0) cpu.set(name, { usage: cpuBetween(before, after), requests });
     return result;
   };
-  const measure = async (name: string, opts: Parameters<typeof load>[2]): Promise<void> => {
+  const bareWindow = async (): Promise<number> => {
     const bareRow = await load('bare', bare.base, { method: 'POST', path: '/echo', body: createBody, seconds: 5 });
     bareErrors += bareRow.errors;
+    return bareRow.rps;
+  };
+  const measure = async (name: string, opts: Parameters<typeof load>[2]): Promise<void> => {
+    const bareBefore = await bareWindow();
     const row = await watched(name, () => load(name, svc.base, opts));
-    row.bare = bareRow.rps;
-    row.ratio = row.rps / bareRow.rps;
+    const bareAfter = await bareWindow();
+    row.bareBefore = bareBefore;
+    row.bareAfter = bareAfter;
+    row.bare = (bareBefore + bareAfter) / 2;
+    row.ratio = row.rps / row.bare;
     rows.push(row);
   };
   await measure('POST /incidents (3 callsigns x 2 devices)', { method: 'POST', path: '/api/incidents', headers, body: createBody });
@@ -306,7 +321,7 @@ async function main(): Promise<void> {
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
   console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn)\n`);
   console.log(fmt(rows));
-  console.log(`\neach ratio is to the bare fastify echo route measured for 5 s just before the operation`);
+  console.log(`\neach ratio is to the mean of the bare fastify echo route measured for 5 s just before and just after the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);
   console.log('from due (the check): from when the request was due until its whole response was read; it counts any wait');
   console.log('for a free connection, and this process\'s own pacing (a thread wakes it at each due time).');
