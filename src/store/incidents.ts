@@ -292,11 +292,11 @@ export class IncidentStore {
   }
 
   // The devices a callsign reaches for a user, as the match queries last answered, valid while
-  // reach_generation's token is the one read with them. Any write to devices (name, disabled),
-  // user_devices or user_users, or a user deleted, sets a new random token (triggers, migration
-  // 0012), whichever code or process makes it, and a rolled-back one leaves a token never
-  // issued again (schema.ts). So an entry is dropped at the first read after such a write, in
-  // the transaction that reads it. The token is read once per create or update (one row by
+  // reach_generation's token is the one read with them. A device added or deleted, or whose id,
+  // name_key, disabled or unique_id changes, any write to user_devices or user_users, and a user
+  // deleted set a new random token (triggers, migration 0012), whichever code or process makes
+  // it, and a rolled-back one leaves a token never issued again (schema.ts). So an entry is
+  // dropped at the first read after such a write, in the transaction that reads it. The token is read once per create or update (one row by
   // key) instead of a match query per callsign (3 in the bench, a join each: BENCHMARKS.md,
   // session 12). Bounded: past MATCH_CACHE_MAX entries it starts over.
   private readonly matchCache = new Map<string, readonly number[]>();

@@ -185,9 +185,10 @@ export const pushExpiry = sqliteTable('push_expiry', {
 });
 
 /**
- * Which devices a user reaches by callsign changes only with devices (their name_key and
- * disabled), user_devices and user_users. Triggers (migration 0012, hand-written) set `token`
- * to a new random value on any such write, and a deleted user (whose links cascade), so the
+ * Which devices a user reaches by callsign changes only with devices (their id, name_key and
+ * disabled; unique_id too, since `UPDATE OR REPLACE` onto another's deletes that one without a
+ * delete trigger), user_devices and user_users. Triggers (migration 0012, hand-written) set
+ * `token` to a new random value on any such write, and a deleted user (whose links cascade), so the
  * incident store may keep what a match query returned until the token it read with it changes.
  * Random, not a counter: a counter bumped in a transaction that rolls back would be bumped to
  * the same value again by the next change, and a result cached meanwhile would look current.
