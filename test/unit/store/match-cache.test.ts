@@ -39,7 +39,7 @@ function world(t: Test, path = ':memory:') {
     if (!outcome.ok) throw new Error(`create refused: ${JSON.stringify(outcome.refusal)}`);
     return outcome.events.filter((e) => e.type === 'incidentAssigned').map((e) => e.deviceId).sort((a, b) => a - b);
   };
-  return { db, sqlite: db.$client, identity, incidents, user, device, assigned };
+  return { sqlite: db.$client, identity, user, device, assigned };
 }
 
 t.test('when a write through the identity store changes what a user reaches, then the next incident is matched against the new answer', async (t) => {
