@@ -120,10 +120,9 @@ function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?:
   return out;
 }
 
-/** the incidents row's columns from origin_id to assignments, in the order of the INSERT and UPDATE above */
+/** the incidents row's columns from type to assignments, in the order of the INSERT and UPDATEs above (origin_id follows) */
 function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
   return [
-    d.originId,
     d.type,
     d.timeOfOrigin,
     d.timeReceived,
@@ -172,12 +171,21 @@ export class IncidentStore {
       // positional parameters: binding 14 named ones looks each up on an object (a create and
       // an update each paid for that, and for the object built to hold them)
       insert: p(
-        `INSERT INTO incidents (origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at, resources, assignments)
+        `INSERT INTO incidents (type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at, resources, assignments, origin_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
+      // origin_id is set only when it changes: a column in the SET list has its index entry
+      // deleted and written again even when the value is the same, one more random page of
+      // incidents_origin_id per update in the WAL (BENCHMARKS.md, session 13)
       update: p(
-        `UPDATE incidents SET origin_id = ?, type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
+        `UPDATE incidents SET type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
            time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?
+         WHERE id = ?`,
+      ),
+      updateAndMove: p(
+        `UPDATE incidents SET type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
+           time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?,
+           origin_id = ?
          WHERE id = ?`,
       ),
       delete: p(`DELETE FROM incidents WHERE id = ?`),
@@ -376,7 +384,7 @@ export class IncidentStore {
       const outcome = planCreate(body, now, this.matchContext(caller, body.resources));
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       const draft: IncidentDraft = outcome.plan.incident;
-      const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments)).lastInsertRowid);
+      const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments), draft.originId).lastInsertRowid);
       const incident: Incident = { id, ...draft };
       this.writeCallsigns(id, [], incident.resources);
       this.st.link.run(caller.id, id);
@@ -405,7 +413,9 @@ export class IncidentStore {
       }
       const incident = outcome.plan.incident;
       this.forget(row.id);
-      this.st.update.run(...rowValues(incident, now, outcome.plan.assignments), row.id);
+      const values = rowValues(incident, now, outcome.plan.assignments);
+      if (incident.originId === row.origin_id) this.st.update.run(...values, row.id);
+      else this.st.updateAndMove.run(...values, incident.originId, row.id);
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(row.id, stored.resources, incident.resources);
       return this.finish(outcome.plan, now);

@@ -245,6 +245,14 @@ t.test('update', async (t) => {
     const renamed = await send(app, w.cad, 'PUT', `/api/incidents/${a.body.id}`, incidentBody({ originId: 'CAD-1b' }));
     t.equal(renamed.status, 200);
     t.equal(renamed.body.originId, 'CAD-1b');
+    // read back from the table: the stored row moved, and the old originId is free
+    t.same((await send(app, w.cad, 'GET', '/api/incidents?originId=CAD-1b')).body.map((i: { id: number }) => i.id), [a.body.id]);
+    t.same((await send(app, w.cad, 'GET', '/api/incidents?originId=CAD-1')).body, []);
+    // an update that keeps the originId keeps it stored
+    const kept = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'CAD-1b', priority: 1 }));
+    t.equal(kept.status, 200);
+    const stored = (await send(app, w.cad, 'GET', '/api/incidents?originId=CAD-1b')).body;
+    t.same(stored.map((i: { id: number; priority: number }) => [i.id, i.priority]), [[a.body.id, 1]]);
     const clash = await send(app, w.cad, 'PUT', `/api/incidents/${a.body.id}`, incidentBody({ originId: 'CAD-2' }));
     t.equal(clash.status, 409);
     t.equal(clash.body.type, 'urn:cad-incident:problem:origin-id-taken');
