@@ -1,5 +1,6 @@
 // Password hashing (scrypt) and opaque random secrets (tokens, session ids) stored only as
 // SHA-256 hashes: a database leak yields no usable credential.
+import * as crypto from 'node:crypto';
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 
 const N = 16384;
@@ -69,8 +70,13 @@ export function newSecret(): string {
   return randomBytes(32).toString('base64url');
 }
 
+// Node's one-shot crypto.hash (20.12 and later; @types/node 20 does not declare it): every
+// bearer token is hashed on every request to find its row, and the one-shot call skips the
+// Hash object (about 0.26 µs against 0.7 µs in a loop here, more in the service's heap).
+const oneShot = (crypto as unknown as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+
 export function sha256(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return oneShot ? oneShot('sha256', value, 'hex') : createHash('sha256').update(value).digest('hex');
 }
 
 const SECRET_RE = /^[A-Za-z0-9_-]{43}$/;
