@@ -14,6 +14,8 @@ export interface Config {
   dbSynchronous: Synchronous;
   /** WAL checkpoints on a thread of their own instead of inside a COMMIT on the event loop */
   dbCheckpointThread: boolean;
+  /** how often the checkpoint thread copies the WAL into the database file (ms) */
+  dbCheckpointIntervalMs: number;
   trustProxy: boolean;
   cookieSecure: 'auto' | boolean;
 }
@@ -61,6 +63,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushTtlS: int(env, 'PUSH_TTL_S', 86400, 1, 31 * 86400),
     dbSynchronous: oneOf(env, 'DB_SYNCHRONOUS', 'FULL', ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const),
     dbCheckpointThread: bool(env, 'DB_CHECKPOINT_THREAD', true),
+    dbCheckpointIntervalMs: int(env, 'DB_CHECKPOINT_INTERVAL_MS', 10, 1, 10_000),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
   };

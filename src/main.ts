@@ -29,6 +29,7 @@ async function main(): Promise<void> {
       : new Checkpointer(db.$client, {
           path: config.databasePath,
           synchronous: config.dbSynchronous,
+          intervalMs: config.dbCheckpointIntervalMs,
           onError: (err) => {
             if (app) app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread');
             else console.error('checkpoint thread failed; checkpointing on the main thread:', err);

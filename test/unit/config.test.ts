@@ -1,0 +1,12 @@
+// Settings from the environment: a value out of range stops the service at start, with the
+// setting named, instead of running with something nobody asked for.
+import t from 'tap';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+t.test('DB_CHECKPOINT_INTERVAL_MS: 10 ms unless set; an integer from 1 to 10 000', async (t) => {
+  t.equal(loadConfig({}).dbCheckpointIntervalMs, 10);
+  t.equal(loadConfig({ DB_CHECKPOINT_INTERVAL_MS: '100' }).dbCheckpointIntervalMs, 100);
+  for (const bad of ['0', '10001', '2.5', 'ten']) {
+    t.throws(() => loadConfig({ DB_CHECKPOINT_INTERVAL_MS: bad }), new ConfigError(`DB_CHECKPOINT_INTERVAL_MS must be an integer between 1 and 10000, got "${bad}"`), bad);
+  }
+});
