@@ -178,6 +178,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays);
   const spec = loadSpec();
+  const incidents = new IncidentStore(db, hub, () => writes.horizon());
+  writes.observe(incidents.transactions);
   const ctx: Context = {
     config,
     clock,
@@ -185,7 +187,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     identity,
     access: new Access(identity),
     auth,
-    incidents: new IncidentStore(db, hub, () => writes.horizon()),
+    incidents,
     writes,
     push: hub,
     log: app.log,

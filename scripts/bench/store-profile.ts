@@ -103,6 +103,19 @@ export async function profileStore(opts: { creates: number; updates: number; alo
       }
     }
 
+    // each group's transaction as the service's group committer runs it: the store is told of
+    // it, and keeps what it wrote once it has committed (incidents.ts, StoredState)
+    const committed = (fn: () => void) => {
+      store.transactions.begin();
+      try {
+        durability.transaction(fn);
+      } catch (err) {
+        store.transactions.rollback();
+        throw err;
+      }
+      store.transactions.commit();
+    };
+
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     /** frames a commit wrote: those past the mark taken before it, or all if the WAL started over */
     const walMark = () => ({ generation: walGeneration(path), frames: walFrameCount(path) });
@@ -126,7 +139,7 @@ export async function profileStore(opts: { creates: number; updates: number; alo
         let opsMs = 0;
         const mark = walMark();
         const t0 = performance.now();
-        durability.transaction(() => {
+        committed(() => {
           const o = performance.now();
           for (let i = first; i < Math.min(n, first + GROUP); i++) run(i);
           opsMs = performance.now() - o;
@@ -181,7 +194,7 @@ export async function profileStore(opts: { creates: number; updates: number; alo
         const mark = walMark();
         let opDone = 0;
         const t0 = performance.now();
-        durability.transaction(() => {
+        committed(() => {
           createOne(`a-${offset + i}`, offset + i);
           opDone = performance.now();
         });

@@ -63,6 +63,18 @@ export interface GroupCommitOptions {
   holdMs?: number;
 }
 
+/**
+ * Told of every transaction the committer runs, a group's or an operation's retried alone:
+ * `begin` before its first operation, then `commit` once its COMMIT has returned or
+ * `rollback` once it is rolled back. The incident store keeps what it wrote in a transaction
+ * aside until then (incidents.ts, `state`).
+ */
+export interface TransactionObserver {
+  begin(): void;
+  commit(): void;
+  rollback(): void;
+}
+
 export class StorageFailure extends Error {
   override name = 'StorageFailure';
   constructor(cause: Error) {
@@ -97,6 +109,7 @@ export class GroupCommitter {
   private syncStartedAt = 0;
   /** close() waiting for the last sync */
   private idleWaiters: (() => void)[] = [];
+  private observer: TransactionObserver | null = null;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -109,6 +122,11 @@ export class GroupCommitter {
     this.onFailure = opts.onFailure ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
     this.holdMs = opts.holdMs ?? 1;
+  }
+
+  /** `observer` is told of every transaction from now on (one observer; null: none) */
+  observe(observer: TransactionObserver | null): void {
+    this.observer = observer;
   }
 
   /** Runs `op` (synchronous, may start its own nested transaction) in the next group. */
@@ -198,7 +216,17 @@ export class GroupCommitter {
   }
 
   private transaction<T>(fn: () => T): T {
-    return this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate();
+    const observer = this.observer;
+    observer?.begin();
+    let result: T;
+    try {
+      result = this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate();
+    } catch (err) {
+      observer?.rollback();
+      throw err;
+    }
+    observer?.commit();
+    return result;
   }
 
   private commit(group: Pending[]): void {

@@ -23,6 +23,7 @@ import {
 import type { Db } from './db.js';
 import { utc } from '../clock.js';
 import type { UserRecord } from './identity.js';
+import type { TransactionObserver } from './group-commit.js';
 
 export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
 export type IncidentRefusal =
@@ -149,9 +150,116 @@ function invalidCallsigns(resources: readonly string[] | null | undefined): Outc
   return r.ok ? null : { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: r.error } };
 }
 
+/** an incident as stored, with its assignments as on its row */
+interface Stored {
+  readonly incident: Incident;
+  readonly assignments: readonly Assignment[];
+}
+
+type Locator = { id: number } | { originId: string };
+
+/**
+ * The stored state of incidents, kept in memory so that a write does not read back the row it
+ * (or the write before it) just wrote: an update read the row by origin_id and parsed its
+ * callsigns and assignments again, about 10 µs of the ~90 µs an update spends in the store
+ * (BENCHMARKS.md, session 13).
+ *
+ * Only what a committed transaction left is kept (`committed`). Inside a transaction this
+ * store was told of (`begin`: the group committer's, or its own in `atomically`), what it
+ * reads and writes goes to `pending`, which the transaction's later operations see first; it
+ * joins `committed` at `commit` and is dropped at `rollback`, so a rolled-back group leaves
+ * nothing behind. In any other transaction (a caller's own, never told), nothing is kept and
+ * a write drops the incident's entry. Only this store writes incidents, and the service is
+ * one process per database file (as for the GET cache above). Bounded: past MAX entries
+ * `committed` starts over.
+ */
+class StoredState implements TransactionObserver {
+  private static readonly MAX = 10_000;
+  private readonly committed = new Map<number, Stored>();
+  private readonly committedIds = new Map<string, number>();
+  /** the told transaction under way: id -> its state in it (null: deleted in it) */
+  private pending: Map<number, Stored | null> | null = null;
+  private pendingIds = new Map<string, number>();
+
+  constructor(private readonly read: (locator: Locator) => StoredRow | undefined) {}
+
+  begin(): void {
+    this.pending = new Map();
+    this.pendingIds.clear();
+  }
+
+  commit(): void {
+    const pending = this.pending;
+    this.pending = null;
+    if (!pending) return;
+    for (const [id, entry] of pending) {
+      this.drop(id);
+      if (!entry) continue;
+      if (this.committed.size >= StoredState.MAX) {
+        this.committed.clear();
+        this.committedIds.clear();
+      }
+      this.committed.set(id, entry);
+      this.committedIds.set(entry.incident.originId, id);
+    }
+  }
+
+  rollback(): void {
+    this.pending = null;
+  }
+
+  /** the incident's state now (in the transaction under way), or undefined if there is none */
+  get(locator: Locator): Stored | undefined {
+    const pending = this.pending;
+    let id: number | undefined;
+    if ('id' in locator) {
+      id = locator.id;
+      if (pending?.has(id)) return pending.get(id) ?? undefined;
+    } else {
+      const originId = locator.originId;
+      // an incident given this originId in the transaction; an entry that has moved on since
+      // (renamed or deleted) tells nothing about who has it now
+      const mine = pending && this.pendingIds.get(originId);
+      const hit = mine !== undefined && mine !== null ? pending!.get(mine) : undefined;
+      if (hit && hit.incident.originId === originId) return hit;
+      id = this.committedIds.get(originId);
+      if (id !== undefined && pending?.has(id)) id = undefined;
+    }
+    if (id !== undefined) {
+      const hit = this.committed.get(id);
+      if (hit && ('id' in locator || hit.incident.originId === locator.originId)) return hit;
+    }
+    const row = this.read(locator);
+    if (!row) return undefined;
+    const entry: Stored = { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
+    // a read in a transaction never told of may see what that transaction wrote: not kept
+    if (pending && !pending.has(row.id)) this.stage(row.id, entry);
+    return entry;
+  }
+
+  /** the incident `id` was written: its state now, or null once deleted */
+  wrote(id: number, entry: Stored | null): void {
+    if (this.pending) this.stage(id, entry);
+    else this.drop(id);
+  }
+
+  private stage(id: number, entry: Stored | null): void {
+    this.pending!.set(id, entry);
+    if (entry) this.pendingIds.set(entry.incident.originId, id);
+  }
+
+  private drop(id: number): void {
+    const had = this.committed.get(id);
+    if (!had) return;
+    this.committed.delete(id);
+    if (this.committedIds.get(had.incident.originId) === id) this.committedIds.delete(had.incident.originId);
+  }
+}
+
 export class IncidentStore {
   private readonly sqlite: Database.Database;
   private readonly st;
+  private readonly state: StoredState;
 
   constructor(
     db: Db,
@@ -214,11 +322,28 @@ export class IncidentStore {
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
     };
+    const { storedById, byOriginId } = this.st;
+    this.state = new StoredState((at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined);
   }
 
   /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
   private atomically<T>(fn: () => T): T {
-    return this.sqlite.inTransaction ? fn() : this.sqlite.transaction(fn)();
+    if (this.sqlite.inTransaction) return fn();
+    this.state.begin();
+    let result: T;
+    try {
+      result = this.sqlite.transaction(fn)();
+    } catch (err) {
+      this.state.rollback();
+      throw err;
+    }
+    this.state.commit();
+    return result;
+  }
+
+  /** to be told of the group committer's transactions (GroupCommitter.observe): see StoredState */
+  get transactions(): TransactionObserver {
+    return this.state;
   }
 
   /** list and event queries are built from their filters; each shape is prepared once */
@@ -277,8 +402,7 @@ export class IncidentStore {
    * deleted device's entry stays on the row until the incident is next written: deleting a
    * device would otherwise have to search every incident.
    */
-  private storedAssignments(row: StoredRow, matched?: ReadonlyMap<string, readonly number[]>): Assignment[] {
-    const stored = JSON.parse(row.assignments) as Assignment[];
+  private storedAssignments(stored: readonly Assignment[], matched?: ReadonlyMap<string, readonly number[]>): readonly Assignment[] {
     const gone = new Set<number>();
     // a device the callsigns matched in this transaction exists: only the others are looked up
     const found = new Set<number>();
@@ -386,6 +510,7 @@ export class IncidentStore {
       const draft: IncidentDraft = outcome.plan.incident;
       const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments), draft.originId).lastInsertRowid);
       const incident: Incident = { id, ...draft };
+      this.state.wrote(id, { incident, assignments: outcome.plan.assignments });
       this.writeCallsigns(id, [], incident.resources);
       this.st.link.run(caller.id, id);
       return this.finish({ ...outcome.plan, incident }, now);
@@ -397,43 +522,45 @@ export class IncidentStore {
     const invalid = invalidCallsigns(body.resources);
     if (invalid) return invalid;
     return this.atomically((): Outcome => {
-      const row = ('id' in locator ? this.st.storedById.get(locator.id) : this.st.byOriginId.get(locator.originId)) as StoredRow | undefined;
-      if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-      if (!this.reaches(caller, row.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
+      const current = this.state.get(locator);
+      if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+      const stored = current.incident;
+      if (!this.reaches(caller, stored.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const stored = toIncident(row);
       const context = this.matchContext(caller, body.resources);
-      const outcome = planUpdate(stored, this.storedAssignments(row, context.matches), body, now, context);
+      const outcome = planUpdate(stored, this.storedAssignments(current.assignments, context.matches), body, now, context);
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
-      if (body.originId !== row.origin_id) {
+      if (body.originId !== stored.originId) {
         const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
         if (taken !== undefined) {
           return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
         }
       }
       const incident = outcome.plan.incident;
-      this.forget(row.id);
+      this.forget(stored.id);
       const values = rowValues(incident, now, outcome.plan.assignments);
-      if (incident.originId === row.origin_id) this.st.update.run(...values, row.id);
-      else this.st.updateAndMove.run(...values, incident.originId, row.id);
+      if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
+      else this.st.updateAndMove.run(...values, incident.originId, stored.id);
+      this.state.wrote(stored.id, { incident, assignments: outcome.plan.assignments });
       // most CAD updates change a description or priority, not the callsigns
-      if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(row.id, stored.resources, incident.resources);
+      if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
       return this.finish(outcome.plan, now);
     });
   }
 
   delete(caller: UserRecord, id: number, now: string): Outcome {
     return this.atomically((): Outcome => {
-      const row = this.st.storedById.get(id) as StoredRow | undefined;
-      if (!row) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+      const current = this.state.get({ id });
+      if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
       if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const stored = toIncident(row);
-      const plan = planDelete(stored, this.storedAssignments(row), { online: this.presence.online });
+      const stored = current.incident;
+      const plan = planDelete(stored, this.storedAssignments(current.assignments), { online: this.presence.online });
       const result = this.finish(plan, now);
       this.forget(id);
       this.writeCallsigns(id, stored.resources, []);
       this.st.delete.run(id);
+      this.state.wrote(id, null);
       return result;
     });
   }

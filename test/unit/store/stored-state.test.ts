@@ -1,0 +1,164 @@
+// The incident store keeps the stored state of the incidents it wrote (incidents.ts,
+// StoredState), so that an update does not read back the row just written. What it keeps must
+// always be what the database holds: only what a committed transaction wrote, never what a
+// rolled-back group or a caller's own rolled-back transaction wrote, and an incident renamed
+// or deleted within a group is found under its new originId only.
+import t, { type Test } from 'tap';
+import type Database from 'better-sqlite3';
+import { openDatabase } from '../../../src/store/db.js';
+import { GroupCommitter } from '../../../src/store/group-commit.js';
+import { IdentityStore, type UserRecord } from '../../../src/store/identity.js';
+import { IncidentStore, type Outcome } from '../../../src/store/incidents.js';
+
+const NOW = '2026-11-25T08:00:00.000Z';
+
+function world(t: Test) {
+  const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const identity = new IdentityStore(db);
+  const store = new IncidentStore(db, { online: new Set<number>() });
+  const writes = new GroupCommitter(db.$client);
+  writes.observe(store.transactions);
+  const cad = identity.insertUser({ name: 'CAD', email: 'cad@example.test', passwordHash: 'x', administrator: false });
+  const device = (name: string) => {
+    const d = identity.insertDevice({ name, nameKey: name.toLowerCase(), uniqueId: `dev-${name}` });
+    identity.linkDevice(cad.id, d.id);
+    return d.id;
+  };
+  const body = (originId: string, resources: string[], extra: Record<string, unknown> = {}) => ({
+    originId,
+    type: 'FIRE',
+    latitude: 51.5,
+    longitude: -0.1,
+    priority: 2,
+    resources,
+    ...extra,
+  });
+  // the statements that read an incident's row back, counted (a private field: a probe)
+  const reads = { rows: 0 };
+  const st = (store as unknown as { st: Record<string, Database.Statement> }).st;
+  for (const name of ['storedById', 'byOriginId']) {
+    const stmt = st[name]!;
+    const get = stmt.get.bind(stmt);
+    (stmt as unknown as { get: (...a: unknown[]) => unknown }).get = (...a: unknown[]) => {
+      reads.rows++;
+      return get(...a);
+    };
+  }
+  return { sqlite: db.$client, store, writes, cad, device, body, reads };
+}
+
+const ok = (o: Outcome) => {
+  if (!o.ok) throw new Error(`refused: ${JSON.stringify(o.refusal)}`);
+  return o;
+};
+const events = (o: Outcome) => ok(o).events.map((e) => `${e.type === 'incidentAssigned' ? '+' : '-'}${e.deviceId}`);
+
+/** the same operation run by a store that keeps nothing, reading the database as it is now */
+function truth(w: ReturnType<typeof world>, caller: UserRecord, originId: string, resources: string[]) {
+  const fresh = new IncidentStore({ $client: w.sqlite } as never, { online: new Set<number>() });
+  // inside a transaction rolled back after: the answer, without writing it
+  let outcome: Outcome | undefined;
+  try {
+    w.sqlite.transaction(() => {
+      outcome = fresh.update(caller, { originId }, w.body(originId, resources), NOW);
+      throw new Error('roll back');
+    })();
+  } catch {
+    // rolled back on purpose
+  }
+  return outcome!;
+}
+
+t.test('when an incident is updated again after a committed write, then its row is not read back and the diff is right', async (t) => {
+  const w = world(t);
+  const e1 = w.device('E1');
+  const a7 = w.device('A7');
+  ok(await w.writes.run(() => w.store.create(w.cad, w.body('X', ['E1']), NOW)));
+  w.reads.rows = 0;
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7']), NOW))), [`-${e1}`, `+${a7}`]);
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7', 'E1']), NOW))), [`+${e1}`]);
+  t.equal(w.reads.rows, 0, 'both updates found the incident as the writes before them left it');
+  t.same(events(truth(w, w.cad, 'X', ['E1'])), [`-${a7}`], 'the database holds what was kept');
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1']), NOW))), [`-${a7}`]);
+});
+
+t.test('when a group is rolled back, then nothing its operations wrote is kept', async (t) => {
+  const w = world(t);
+  const e1 = w.device('E1');
+  w.device('A7');
+  ok(await w.writes.run(() => w.store.create(w.cad, w.body('X', ['E1']), NOW)));
+  // commits in the group, which then fails; run again alone, it fails too
+  let calls = 0;
+  const moveThenFail = w.writes.run(() => {
+    const outcome = w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7']), NOW);
+    if (calls++ > 0) throw new Error('fails when run alone');
+    return outcome;
+  });
+  const boom = w.writes.run(() => {
+    throw new Error('boom');
+  });
+  await t.rejects(moveThenFail, /fails when run alone/);
+  await t.rejects(boom, /boom/);
+  t.equal(w.writes.stats.retried, 2, 'the group was rolled back and each operation run alone');
+  // still E1 in the database: keeping E1 changes no callsign
+  t.same(events(truth(w, w.cad, 'X', ['E1'])), []);
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1'], { priority: 1 }), NOW))), []);
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', []), NOW))), [`-${e1}`]);
+});
+
+t.test("when a caller's own transaction writes an incident and rolls back, then the store's next write sees the database", async (t) => {
+  const w = world(t);
+  const e1 = w.device('E1');
+  w.device('A7');
+  const a7 = w.device('A7b');
+  ok(w.store.create(w.cad, w.body('X', ['E1']), NOW));
+  w.reads.rows = 0;
+  ok(w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1'], { priority: 1 }), NOW));
+  t.equal(w.reads.rows, 0, "the store's own transactions keep what they wrote too");
+  t.throws(() =>
+    w.sqlite.transaction(() => {
+      ok(w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7']), NOW));
+      throw new Error('the caller rolls back');
+    })(),
+  );
+  t.same(events(w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1']), NOW)), [], 'E1 is still assigned');
+  // and one that commits: what the store kept of X before is dropped
+  w.sqlite.transaction(() => ok(w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7b']), NOW)))();
+  t.same(events(w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1']), NOW)), [`-${a7}`, `+${e1}`]);
+  t.same(events(w.store.update(w.cad, { originId: 'X' }, w.body('X', []), NOW)), [`-${e1}`]);
+});
+
+t.test('when an incident is renamed or deleted within a group, then later operations find it only under what it is now', async (t) => {
+  const w = world(t);
+  const e1 = w.device('E1');
+  const a7 = w.device('A7');
+  const x = ok(await w.writes.run(() => w.store.create(w.cad, w.body('A', ['E1']), NOW))).incident.id;
+  ok(await w.writes.run(() => w.store.create(w.cad, w.body('D', ['A7']), NOW)));
+  const results = await Promise.all([
+    w.writes.run(() => w.store.update(w.cad, { originId: 'A' }, w.body('A', ['E1'], { priority: 3 }), NOW)),
+    w.writes.run(() => w.store.update(w.cad, { id: x }, w.body('B', ['E1']), NOW)),
+    w.writes.run(() => w.store.update(w.cad, { originId: 'A' }, w.body('A', ['E1']), NOW)),
+    w.writes.run(() => w.store.update(w.cad, { originId: 'B' }, w.body('B', ['E1'], { priority: 1 }), NOW)),
+    w.writes.run(() => w.store.delete(w.cad, x, NOW)),
+    w.writes.run(() => w.store.update(w.cad, { originId: 'B' }, w.body('B', []), NOW)),
+    w.writes.run(() => w.store.create(w.cad, w.body('B', ['A7']), NOW)),
+    w.writes.run(() => w.store.update(w.cad, { originId: 'B' }, w.body('B', ['A7', 'E1']), NOW)),
+  ]);
+  t.equal(w.writes.stats.groups, 3, 'the eight ran in one group');
+  results.shift();
+  t.equal(ok(results[0]!).incident.originId, 'B');
+  t.same(results[1], { ok: false, refusal: { code: 'NOT_FOUND' } }, 'A is free once renamed');
+  t.equal(ok(results[2]!).incident.priority, 1);
+  t.same(events(results[3]!), [`-${e1}`], 'the deleted incident stood E1 down');
+  t.same(results[4], { ok: false, refusal: { code: 'NOT_FOUND' } }, 'B is gone with it');
+  const y = ok(results[5]!).incident.id;
+  t.not(y, x);
+  t.same(events(results[6]!), [`+${e1}`], 'the new B: A7 kept, E1 added');
+  t.equal(ok(results[6]!).incident.id, y);
+  // and after the commit, the same answers
+  t.same(await w.writes.run(() => w.store.update(w.cad, { id: x }, w.body('B', []), NOW)), { ok: false, refusal: { code: 'NOT_FOUND' } });
+  t.same(events(truth(w, w.cad, 'B', ['E1'])), [`-${a7}`]);
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'B' }, w.body('B', ['E1']), NOW))), [`-${a7}`]);
+  t.same(await w.writes.run(() => w.store.update(w.cad, { originId: 'A' }, w.body('A', []), NOW)), { ok: false, refusal: { code: 'NOT_FOUND' } });
+});
