@@ -168,10 +168,11 @@ type Locator = { id: number } | { originId: string };
  * store was told of (`begin`: the group committer's, or its own in `atomically`), what it
  * reads and writes goes to `pending`, which the transaction's later operations see first; it
  * joins `committed` at `commit` and is dropped at `rollback`, so a rolled-back group leaves
- * nothing behind. In any other transaction (a caller's own, never told), nothing is kept and
- * a write drops the incident's entry. Only this store writes incidents, and the service is
- * one process per database file (as for the GET cache above). Bounded: past MAX entries
- * `committed` starts over.
+ * nothing behind. In any other transaction (a caller's own, never told), nothing kept is used,
+ * nothing is kept, and a write drops the incident's entry. Only this store writes incidents on its connection; a
+ * commit by any other connection to the file (an operator's `sqlite3` session, say) changes
+ * SQLite's `data_version`, read once per told transaction under its write lock (BEGIN
+ * IMMEDIATE; about 2 µs), and `committed` starts over. Bounded: past MAX entries it starts over too.
  */
 class StoredState implements TransactionObserver {
   private static readonly MAX = 10_000;
@@ -180,12 +181,36 @@ class StoredState implements TransactionObserver {
   /** the told transaction under way: id -> its state in it (null: deleted in it) */
   private pending: Map<number, Stored | null> | null = null;
   private pendingIds = new Map<string, number>();
+  /** `data_version` when `committed` was last known to match the file; checked in this transaction */
+  private version: number | null = null;
+  private checked = false;
 
-  constructor(private readonly read: (locator: Locator) => StoredRow | undefined) {}
+  constructor(
+    private readonly read: (locator: Locator) => StoredRow | undefined,
+    /** SQLite's `PRAGMA data_version`: it changes when another connection commits */
+    private readonly dataVersion: () => number,
+  ) {}
 
   begin(): void {
     this.pending = new Map();
     this.pendingIds.clear();
+    this.checked = false;
+  }
+
+  /**
+   * In a told transaction: drops `committed` if another connection has committed since it was
+   * last checked. Once is enough: the transaction holds the write lock from its BEGIN
+   * IMMEDIATE, so no other connection commits until it ends.
+   */
+  private current(): void {
+    if (this.checked) return;
+    const version = this.dataVersion();
+    if (version !== this.version) {
+      this.committed.clear();
+      this.committedIds.clear();
+      this.version = version;
+    }
+    this.checked = true;
   }
 
   commit(): void {
@@ -211,36 +236,42 @@ class StoredState implements TransactionObserver {
   /** the incident's state now (in the transaction under way), or undefined if there is none */
   get(locator: Locator): Stored | undefined {
     const pending = this.pending;
+    if (!pending) return this.fromRow(this.read(locator));
+    this.current();
     let id: number | undefined;
     if ('id' in locator) {
       id = locator.id;
-      if (pending?.has(id)) return pending.get(id) ?? undefined;
+      if (pending.has(id)) return pending.get(id) ?? undefined;
     } else {
       const originId = locator.originId;
       // an incident given this originId in the transaction; an entry that has moved on since
       // (renamed or deleted) tells nothing about who has it now
-      const mine = pending && this.pendingIds.get(originId);
-      const hit = mine !== undefined && mine !== null ? pending!.get(mine) : undefined;
+      const mine = this.pendingIds.get(originId);
+      const hit = mine !== undefined ? pending.get(mine) : undefined;
       if (hit && hit.incident.originId === originId) return hit;
       id = this.committedIds.get(originId);
-      if (id !== undefined && pending?.has(id)) id = undefined;
+      if (id !== undefined && pending.has(id)) id = undefined;
     }
     if (id !== undefined) {
       const hit = this.committed.get(id);
       if (hit && ('id' in locator || hit.incident.originId === locator.originId)) return hit;
     }
     const row = this.read(locator);
-    if (!row) return undefined;
-    const entry: Stored = { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
-    // a read in a transaction never told of may see what that transaction wrote: not kept
-    if (pending && !pending.has(row.id)) this.stage(row.id, entry);
+    const entry = this.fromRow(row);
+    if (row && entry && !pending.has(row.id)) this.stage(row.id, entry);
     return entry;
+  }
+
+  private fromRow(row: StoredRow | undefined): Stored | undefined {
+    return row && { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
   }
 
   /** the incident `id` was written: its state now, or null once deleted */
   wrote(id: number, entry: Stored | null): void {
-    if (this.pending) this.stage(id, entry);
-    else this.drop(id);
+    if (this.pending) {
+      this.current();
+      this.stage(id, entry);
+    } else this.drop(id);
   }
 
   private stage(id: number, entry: Stored | null): void {
@@ -323,7 +354,11 @@ export class IncidentStore {
       ).pluck(),
     };
     const { storedById, byOriginId } = this.st;
-    this.state = new StoredState((at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined);
+    const dataVersion = p('PRAGMA data_version').pluck();
+    this.state = new StoredState(
+      (at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined,
+      () => dataVersion.get() as number,
+    );
   }
 
   /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
@@ -332,7 +367,8 @@ export class IncidentStore {
     this.state.begin();
     let result: T;
     try {
-      result = this.sqlite.transaction(fn)();
+      // IMMEDIATE: no other connection commits while it runs (StoredState)
+      result = this.sqlite.transaction(fn).immediate();
     } catch (err) {
       this.state.rollback();
       throw err;

@@ -4,7 +4,10 @@
 // rolled-back group or a caller's own rolled-back transaction wrote, and an incident renamed
 // or deleted within a group is found under its new originId only.
 import t, { type Test } from 'tap';
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { openDatabase } from '../../../src/store/db.js';
 import { GroupCommitter } from '../../../src/store/group-commit.js';
 import { IdentityStore, type UserRecord } from '../../../src/store/identity.js';
@@ -12,8 +15,8 @@ import { IncidentStore, type Outcome } from '../../../src/store/incidents.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 
-function world(t: Test) {
-  const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+function world(t: Test, path = ':memory:') {
+  const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
   const identity = new IdentityStore(db);
   const store = new IncidentStore(db, { online: new Set<number>() });
@@ -161,4 +164,26 @@ t.test('when an incident is renamed or deleted within a group, then later operat
   t.same(events(truth(w, w.cad, 'B', ['E1'])), [`-${a7}`]);
   t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'B' }, w.body('B', ['E1']), NOW))), [`-${a7}`]);
   t.same(await w.writes.run(() => w.store.update(w.cad, { originId: 'A' }, w.body('A', []), NOW)), { ok: false, refusal: { code: 'NOT_FOUND' } });
+});
+
+t.test('when another connection to the file changes an incident, then the next write sees the change', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'stored-state-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const path = join(dir, 'db.sqlite');
+  const w = world(t, path);
+  const e1 = w.device('E1');
+  const a7 = w.device('A7');
+  ok(await w.writes.run(() => w.store.create(w.cad, w.body('X', ['E1']), NOW)));
+  ok(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1'], { priority: 1 }), NOW)));
+  // an operator's sqlite3 session moves X from E1 to A7 while the service runs
+  const other = new Database(path);
+  t.teardown(() => other.close());
+  other
+    .prepare(`UPDATE incidents SET resources = ?, assignments = ? WHERE origin_id = 'X'`)
+    .run(JSON.stringify(['A7']), JSON.stringify([{ callsignKey: 'a7', callsign: 'A7', deviceId: a7 }]));
+  w.reads.rows = 0;
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1']), NOW))), [`-${a7}`, `+${e1}`]);
+  t.equal(w.reads.rows, 1, 'the row was read again');
+  t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', []), NOW))), [`-${e1}`]);
+  t.equal(w.reads.rows, 1, 'and kept again after');
 });
