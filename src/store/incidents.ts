@@ -291,6 +291,7 @@ export class IncidentStore {
   private readonly sqlite: Database.Database;
   private readonly st;
   private readonly state: StoredState;
+  private readonly dataVersion: () => number;
 
   constructor(
     db: Db,
@@ -355,10 +356,8 @@ export class IncidentStore {
     };
     const { storedById, byOriginId } = this.st;
     const dataVersion = p('PRAGMA data_version').pluck();
-    this.state = new StoredState(
-      (at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined,
-      () => dataVersion.get() as number,
-    );
+    this.dataVersion = () => dataVersion.get() as number;
+    this.state = new StoredState((at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined, this.dataVersion);
   }
 
   /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
@@ -396,14 +395,22 @@ export class IncidentStore {
   // GET /incidents/{id} is the hot read: incidents as last read, by id. Only this store writes
   // incidents and their resources, and it drops an entry whenever it writes that incident
   // (inside the write transaction, so a read after COMMIT, or after a rollback, re-reads).
-  // The service is one process per database file; a second writing process would need this
-  // cache gone. Bounded by incidents and by callsigns held (an incident may carry 500).
+  // A commit by another connection to the file (an operator's sqlite3 session) changes
+  // data_version, read on every use (about 1–2 µs), and the cache starts over. Bounded by
+  // incidents and by callsigns held (an incident may carry 500).
   private readonly cache = new Map<number, Incident>();
   private cachedCallsigns = 0;
+  private cacheVersion: number | null = null;
   private static readonly CACHE_MAX_INCIDENTS = 10_000;
   private static readonly CACHE_MAX_CALLSIGNS = 100_000;
 
   private cached(id: number): Incident | undefined {
+    const version = this.dataVersion();
+    if (version !== this.cacheVersion) {
+      this.cache.clear();
+      this.cachedCallsigns = 0;
+      this.cacheVersion = version;
+    }
     const hit = this.cache.get(id);
     if (hit) return hit;
     const row = this.st.byId.get(id) as IncidentRow | undefined;

@@ -186,4 +186,12 @@ t.test('when another connection to the file changes an incident, then the next w
   t.equal(w.reads.rows, 1, 'the row was read again');
   t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', []), NOW))), [`-${e1}`]);
   t.equal(w.reads.rows, 1, 'and kept again after');
+
+  // the incident as GET /incidents/{id} reads it, kept too, and dropped the same way
+  const id = ok(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', [], { description: 'ours' }), NOW))).incident.id;
+  const seen = (i: unknown) => (i as { description: string | null }).description;
+  t.equal(seen(w.store.get(w.cad, id)), 'ours');
+  t.equal(seen(w.store.get(w.cad, id)), 'ours', 'kept');
+  other.prepare(`UPDATE incidents SET description = 'by hand' WHERE id = ?`).run(id);
+  t.equal(seen(w.store.get(w.cad, id)), 'by hand');
 });
