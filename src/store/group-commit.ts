@@ -129,7 +129,11 @@ export class GroupCommitter {
     this.observer = observer;
   }
 
-  /** Runs `op` (synchronous, may start its own nested transaction) in the next group. */
+  /**
+   * Runs `op` (synchronous, may start its own nested transaction) in the next group. An op that
+   * catches the failure of a nested transaction in which it wrote incidents must rethrow it: the
+   * incident store would otherwise keep what that savepoint's rollback undid (StoredState).
+   */
   run<T>(op: () => T): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<T>((resolve, reject) => {

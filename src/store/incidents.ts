@@ -150,13 +150,26 @@ function invalidCallsigns(resources: readonly string[] | null | undefined): Outc
   return r.ok ? null : { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: r.error } };
 }
 
-/** an incident as stored, with its assignments as on its row */
+/**
+ * An incident as stored, with its assignments as on its row. Frozen, with its callsigns and
+ * assignments: the same objects are kept and given to the caller (the response).
+ */
 interface Stored {
   readonly incident: Incident;
   readonly assignments: readonly Assignment[];
 }
 
 type Locator = { id: number } | { originId: string };
+
+function storedState(incident: Incident, assignments: readonly Assignment[]): Stored {
+  Object.freeze(incident.resources);
+  for (const a of assignments) Object.freeze(a);
+  return Object.freeze({ incident: Object.freeze(incident), assignments: Object.freeze(assignments) });
+}
+
+function size(entry: Stored): number {
+  return entry.incident.resources.length + entry.assignments.length;
+}
 
 /**
  * The stored state of incidents, kept in memory so that a write does not read back the row it
@@ -172,10 +185,15 @@ type Locator = { id: number } | { originId: string };
  * nothing is kept, and a write drops the incident's entry. Only this store writes incidents on its connection; a
  * commit by any other connection to the file (an operator's `sqlite3` session, say) changes
  * SQLite's `data_version`, read once per told transaction under its write lock (BEGIN
- * IMMEDIATE; about 2 µs), and `committed` starts over. Bounded: past MAX entries it starts over too.
+ * IMMEDIATE; about 2 µs), and `committed` starts over. Savepoints are not seen: an operation
+ * of a told transaction must not go on after a nested transaction of its own that wrote
+ * incidents has rolled back (GroupCommitter.run); none does. Bounded: past MAX entries it starts over too.
  */
 class StoredState implements TransactionObserver {
+  /** as for the GET cache: incidents, and callsigns plus assignments held (an incident may carry 500 callsigns) */
   private static readonly MAX = 10_000;
+  private static readonly MAX_ITEMS = 100_000;
+  private items = 0;
   private readonly committed = new Map<number, Stored>();
   private readonly committedIds = new Map<string, number>();
   /** the told transaction under way: id -> its state in it (null: deleted in it) */
@@ -206,11 +224,16 @@ class StoredState implements TransactionObserver {
     if (this.checked) return;
     const version = this.dataVersion();
     if (version !== this.version) {
-      this.committed.clear();
-      this.committedIds.clear();
+      this.startOver();
       this.version = version;
     }
     this.checked = true;
+  }
+
+  private startOver(): void {
+    this.committed.clear();
+    this.committedIds.clear();
+    this.items = 0;
   }
 
   commit(): void {
@@ -220,12 +243,11 @@ class StoredState implements TransactionObserver {
     for (const [id, entry] of pending) {
       this.drop(id);
       if (!entry) continue;
-      if (this.committed.size >= StoredState.MAX) {
-        this.committed.clear();
-        this.committedIds.clear();
-      }
+      const items = size(entry);
+      if (this.committed.size >= StoredState.MAX || this.items + items > StoredState.MAX_ITEMS) this.startOver();
       this.committed.set(id, entry);
       this.committedIds.set(entry.incident.originId, id);
+      this.items += items;
     }
   }
 
@@ -263,7 +285,7 @@ class StoredState implements TransactionObserver {
   }
 
   private fromRow(row: StoredRow | undefined): Stored | undefined {
-    return row && { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
+    return row && storedState(toIncident(row), JSON.parse(row.assignments) as Assignment[]);
   }
 
   /** the incident `id` was written: its state now, or null once deleted */
@@ -283,6 +305,7 @@ class StoredState implements TransactionObserver {
     const had = this.committed.get(id);
     if (!had) return;
     this.committed.delete(id);
+    this.items -= size(had);
     if (this.committedIds.get(had.incident.originId) === id) this.committedIds.delete(had.incident.originId);
   }
 }
@@ -553,7 +576,7 @@ export class IncidentStore {
       const draft: IncidentDraft = outcome.plan.incident;
       const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments), draft.originId).lastInsertRowid);
       const incident: Incident = { id, ...draft };
-      this.state.wrote(id, { incident, assignments: outcome.plan.assignments });
+      this.state.wrote(id, storedState(incident, outcome.plan.assignments));
       this.writeCallsigns(id, [], incident.resources);
       this.st.link.run(caller.id, id);
       return this.finish({ ...outcome.plan, incident }, now);
@@ -584,7 +607,7 @@ export class IncidentStore {
       const values = rowValues(incident, now, outcome.plan.assignments);
       if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
       else this.st.updateAndMove.run(...values, incident.originId, stored.id);
-      this.state.wrote(stored.id, { incident, assignments: outcome.plan.assignments });
+      this.state.wrote(stored.id, storedState(incident, outcome.plan.assignments));
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
       return this.finish(outcome.plan, now);

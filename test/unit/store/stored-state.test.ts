@@ -82,6 +82,9 @@ t.test('when an incident is updated again after a committed write, then its row 
   t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7']), NOW))), [`-${e1}`, `+${a7}`]);
   t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7', 'E1']), NOW))), [`+${e1}`]);
   t.equal(w.reads.rows, 0, 'both updates found the incident as the writes before them left it');
+  const kept = ok(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['A7', 'E1'], { priority: 4 }), NOW))).incident;
+  t.throws(() => ((kept as { priority: number }).priority = 9), TypeError, 'what is kept, and given out, cannot be changed');
+  t.throws(() => (kept.resources as string[]).push('Z9'), TypeError);
   t.same(events(truth(w, w.cad, 'X', ['E1'])), [`-${a7}`], 'the database holds what was kept');
   t.same(events(await w.writes.run(() => w.store.update(w.cad, { originId: 'X' }, w.body('X', ['E1']), NOW))), [`-${a7}`]);
 });
@@ -194,4 +197,18 @@ t.test('when another connection to the file changes an incident, then the next w
   t.equal(seen(w.store.get(w.cad, id)), 'ours', 'kept');
   other.prepare(`UPDATE incidents SET description = 'by hand' WHERE id = ?`).run(id);
   t.equal(seen(w.store.get(w.cad, id)), 'by hand');
+});
+
+t.test('when many large incidents are written, then what is kept stays within its bound', async (t) => {
+  const w = world(t);
+  const callsigns = Array.from({ length: 500 }, (_, i) => `U${i}`);
+  const probe = (w.store as unknown as { state: { committed: Map<number, unknown>; items: number } }).state;
+  let most = 0;
+  for (let i = 0; i < 210; i++) {
+    ok(await w.writes.run(() => w.store.create(w.cad, w.body(`BIG-${i}`, callsigns), NOW)));
+    most = Math.max(most, probe.items);
+  }
+  t.ok(most <= 100_000, `at most 100 000 callsigns and assignments held (most: ${most})`);
+  t.ok(probe.committed.size < 210, `it started over (${probe.committed.size} incidents held)`);
+  t.ok(probe.committed.size > 0);
 });
