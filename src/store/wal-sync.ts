@@ -31,6 +31,7 @@ export class WalSync implements DeferredSync {
   private fd: number | null;
   /** set if the connection could not be put back to the configured level: no sync succeeds after */
   private broken: Error | null = null;
+  private readonly restore: string;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -38,21 +39,23 @@ export class WalSync implements DeferredSync {
     readonly file: string,
     private readonly level: 'FULL' | 'EXTRA',
   ) {
+    this.restore = `PRAGMA synchronous = ${level}`;
     // any descriptor of the file will do: fdatasync flushes the file, not the descriptor
     this.fd = openSync(file, 'r');
   }
 
   transaction<T>(fn: () => T): T {
     // not prepared once: SQLite applies `PRAGMA synchronous = …` when the statement is
-    // prepared, so running a prepared one again changes nothing
-    this.sqlite.pragma('synchronous = NORMAL');
+    // prepared, so running a prepared one again changes nothing. exec, not pragma(): no
+    // result rows to read back, about 0.5 µs against 2–3 (session 13)
+    this.sqlite.exec('PRAGMA synchronous = NORMAL');
     try {
       return this.sqlite.transaction(fn).immediate();
     } finally {
       // a failure here must not turn a COMMIT that happened into an error (the group would
       // be run again): it fails the next sync instead, which refuses every later write
       try {
-        this.sqlite.pragma(`synchronous = ${this.level}`);
+        this.sqlite.exec(this.restore);
       } catch (err) {
         this.broken ??= new Error(`synchronous could not be set back to ${this.level}: ${(err as Error).message}`);
       }

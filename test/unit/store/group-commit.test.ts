@@ -327,14 +327,14 @@ t.test('when the sync level cannot be restored after a COMMIT, then the group is
   const path = join(t.testdir(), 'r.db');
   const { sqlite, durability } = fileDb(t, path);
   const gc = new GroupCommitter(sqlite, { durability });
-  const pragma = sqlite.pragma.bind(sqlite);
+  const exec = sqlite.exec.bind(sqlite);
   let fail = true;
-  (sqlite as { pragma: unknown }).pragma = (source: string, options?: { simple?: boolean }) => {
-    if (fail && source === 'synchronous = FULL') {
+  (sqlite as { exec: unknown }).exec = (source: string) => {
+    if (fail && source === 'PRAGMA synchronous = FULL') {
       fail = false;
       throw new Error('out of memory');
     }
-    return pragma(source, options);
+    return exec(source);
   };
   let runs = 0;
   await t.rejects(
