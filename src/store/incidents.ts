@@ -174,20 +174,23 @@ function size(entry: Stored): number {
 /**
  * The stored state of incidents, kept in memory so that a write does not read back the row it
  * (or the write before it) just wrote: an update read the row by origin_id and parsed its
- * callsigns and assignments again, about 10 µs of the ~90 µs an update spends in the store
+ * callsigns and assignments again, about 12 µs of the ~86 µs an update spends in the store
  * (BENCHMARKS.md, session 13).
  *
  * Only what a committed transaction left is kept (`committed`). Inside a transaction this
  * store was told of (`begin`: the group committer's, or its own in `atomically`), what it
  * reads and writes goes to `pending`, which the transaction's later operations see first; it
  * joins `committed` at `commit` and is dropped at `rollback`, so a rolled-back group leaves
- * nothing behind. In any other transaction (a caller's own, never told), nothing kept is used,
- * nothing is kept, and a write drops the incident's entry. Only this store writes incidents on its connection; a
- * commit by any other connection to the file (an operator's `sqlite3` session, say) changes
- * SQLite's `data_version`, read once per told transaction under its write lock (BEGIN
- * IMMEDIATE; about 2 µs), and `committed` starts over. Savepoints are not seen: an operation
- * of a told transaction must not go on after a nested transaction of its own that wrote
- * incidents has rolled back (GroupCommitter.run); none does. Bounded: past MAX entries it starts over too.
+ * nothing behind. In any other transaction (a caller's own, never told), nothing kept is
+ * used, nothing is kept, and a write drops the incident's entry.
+ *
+ * Only this store writes incidents on its connection. A commit by any other connection to
+ * the file (an operator's `sqlite3` session, say) changes SQLite's `data_version`, read once
+ * per told transaction under its write lock (BEGIN IMMEDIATE; about 2 µs), and `committed`
+ * starts over. Savepoints are not seen: an operation of a told transaction must not go on
+ * after a nested transaction of its own that wrote incidents has rolled back
+ * (GroupCommitter.run); none does. Bounded: past MAX incidents or MAX_ITEMS callsigns and
+ * assignments it starts over too.
  */
 class StoredState implements TransactionObserver {
   /** as for the GET cache: incidents, and callsigns plus assignments held (an incident may carry 500 callsigns) */
@@ -276,11 +279,11 @@ class StoredState implements TransactionObserver {
     }
     if (id !== undefined) {
       const hit = this.committed.get(id);
+      // committedIds only names an incident under its kept originId; checked all the same
       if (hit && ('id' in locator || hit.incident.originId === locator.originId)) return hit;
     }
-    const row = this.read(locator);
-    const entry = this.fromRow(row);
-    if (row && entry && !pending.has(row.id)) this.stage(row.id, entry);
+    const entry = this.fromRow(this.read(locator));
+    if (entry && !pending.has(entry.incident.id)) this.stage(entry.incident.id, entry);
     return entry;
   }
 
