@@ -19,6 +19,7 @@ import { openDatabase } from '../../src/store/db.js';
 import { IncidentStore } from '../../src/store/incidents.js';
 import { Checkpointer } from '../../src/store/checkpointer.js';
 import { walSync } from '../../src/store/wal-sync.js';
+import { observed } from '../../src/store/group-commit.js';
 import { framePages, framesByOwner, pageOwners, walFrameCount, walGeneration } from './wal-frames.js';
 
 const GROUP = 25;
@@ -105,16 +106,7 @@ export async function profileStore(opts: { creates: number; updates: number; alo
 
     // each group's transaction as the service's group committer runs it: the store is told of
     // it, and keeps what it wrote once it has committed (incidents.ts, StoredState)
-    const committed = (fn: () => void) => {
-      store.transactions.begin();
-      try {
-        durability.transaction(fn);
-      } catch (err) {
-        store.transactions.rollback();
-        throw err;
-      }
-      store.transactions.commit();
-    };
+    const committed = (fn: () => void) => observed(store.transactions, () => durability.transaction(fn));
 
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     /** frames a commit wrote: those past the mark taken before it, or all if the WAL started over */

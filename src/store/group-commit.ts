@@ -75,6 +75,20 @@ export interface TransactionObserver {
   rollback(): void;
 }
 
+/** `run` (which runs one transaction), with `observer` told that it began, then committed or rolled back */
+export function observed<T>(observer: TransactionObserver | null, run: () => T): T {
+  observer?.begin();
+  let result: T;
+  try {
+    result = run();
+  } catch (err) {
+    observer?.rollback();
+    throw err;
+  }
+  observer?.commit();
+  return result;
+}
+
 export class StorageFailure extends Error {
   override name = 'StorageFailure';
   constructor(cause: Error) {
@@ -220,17 +234,7 @@ export class GroupCommitter {
   }
 
   private transaction<T>(fn: () => T): T {
-    const observer = this.observer;
-    observer?.begin();
-    let result: T;
-    try {
-      result = this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate();
-    } catch (err) {
-      observer?.rollback();
-      throw err;
-    }
-    observer?.commit();
-    return result;
+    return observed(this.observer, () => (this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate()));
   }
 
   private commit(group: Pending[]): void {

@@ -23,7 +23,7 @@ import {
 import type { Db } from './db.js';
 import { utc } from '../clock.js';
 import type { UserRecord } from './identity.js';
-import type { TransactionObserver } from './group-commit.js';
+import { observed, type TransactionObserver } from './group-commit.js';
 
 export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
 export type IncidentRefusal =
@@ -389,17 +389,8 @@ export class IncidentStore {
   /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
   private atomically<T>(fn: () => T): T {
     if (this.sqlite.inTransaction) return fn();
-    this.state.begin();
-    let result: T;
-    try {
-      // IMMEDIATE: no other connection commits while it runs (StoredState)
-      result = this.sqlite.transaction(fn).immediate();
-    } catch (err) {
-      this.state.rollback();
-      throw err;
-    }
-    this.state.commit();
-    return result;
+    // IMMEDIATE: no other connection commits while it runs (StoredState)
+    return observed(this.state, () => this.sqlite.transaction(fn).immediate());
   }
 
   /** to be told of the group committer's transactions (GroupCommitter.observe): see StoredState */
