@@ -15,6 +15,7 @@ import {
   type EventDraft,
   type Incident,
   type IncidentDraft,
+  type MatchContext,
   type Plan,
   type Refusal,
   type StatusReport,
@@ -462,15 +463,20 @@ export class IncidentStore {
    * deleted device's entry stays on the row until the incident is next written: deleting a
    * device would otherwise have to search every incident.
    */
-  private storedAssignments(stored: readonly Assignment[], matched?: ReadonlyMap<string, readonly number[]>): readonly Assignment[] {
+  private storedAssignments(stored: readonly Assignment[], context?: MatchContext & { known: Set<number> | null }): readonly Assignment[] {
     const gone = new Set<number>();
-    // a device the callsigns matched in this transaction exists: only the others are looked up
+    // a device the callsigns matched in this transaction exists, and so does one any kept match
+    // answer lists while the token it was read with stands: only the others are looked up
     const found = new Set<number>();
-    if (matched) for (const ids of matched.values()) for (const id of ids) found.add(id);
+    if (context) for (const ids of context.matches.values()) for (const id of ids) found.add(id);
+    const known = context?.known ?? null;
     for (const a of stored) {
-      if (found.has(a.deviceId) || gone.has(a.deviceId)) continue;
+      if (found.has(a.deviceId) || gone.has(a.deviceId) || known?.has(a.deviceId)) continue;
       if (this.st.deviceExists.get(a.deviceId) === undefined) gone.add(a.deviceId);
-      else found.add(a.deviceId);
+      else {
+        found.add(a.deviceId);
+        known?.add(a.deviceId);
+      }
     }
     return gone.size === 0 ? stored : stored.filter((a) => !gone.has(a.deviceId));
   }
@@ -491,20 +497,36 @@ export class IncidentStore {
   // dropped at the first read after such a write, in the transaction that reads it. The token is read once per create or update (one row by
   // key) instead of a match query per callsign (3 in the bench, a join each: BENCHMARKS.md,
   // session 12). Bounded: past MATCH_CACHE_MAX entries it starts over.
+  // Devices known to exist under the same token: every id a kept answer lists, and every id
+  // deviceExists found since. An update stands down stored assignments the new callsigns no
+  // longer match; their devices are looked up here before a query each (storedAssignments).
   private readonly matchCache = new Map<string, readonly number[]>();
+  private readonly knownDevices = new Set<number>();
   private matchToken: number | null = null;
   private static readonly MATCH_CACHE_MAX = 50_000;
 
-  private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined) {
+  /**
+   * The devices the callsigns match for the caller, and `known`: devices known to exist in this
+   * transaction (null when the token was not read, so nothing kept may be trusted)
+   */
+  private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined): MatchContext & { known: Set<number> | null } {
     const matches = new Map<string, readonly number[]>();
     const list = callsigns ?? [];
+    let known: Set<number> | null = null;
     if (list.length > 0) {
       // no token row (never so after migration 0012): nothing is kept from one call to the next
       const token = (this.st.reachToken.get() as number | undefined) ?? null;
-      if (token === null || token !== this.matchToken || this.matchCache.size >= IncidentStore.MATCH_CACHE_MAX) {
+      if (
+        token === null ||
+        token !== this.matchToken ||
+        this.matchCache.size >= IncidentStore.MATCH_CACHE_MAX ||
+        this.knownDevices.size >= IncidentStore.MATCH_CACHE_MAX
+      ) {
         this.matchCache.clear();
+        this.knownDevices.clear();
         this.matchToken = token;
       }
+      if (token !== null) known = this.knownDevices;
     }
     // an administrator reaches every device: one entry per key, for every administrator
     const who = caller.administrator ? '*' : String(caller.id);
@@ -516,10 +538,11 @@ export class IncidentStore {
       if (ids === undefined) {
         ids = Object.freeze((caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[]);
         this.matchCache.set(entry, ids);
+        if (known) for (const id of ids) known.add(id);
       }
       if (ids.length > 0) matches.set(key, ids);
     }
-    return { matches, online: this.presence.online };
+    return { matches, online: this.presence.online, known };
   }
 
   /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
@@ -588,7 +611,7 @@ export class IncidentStore {
       if (!this.reaches(caller, stored.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
       if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
       const context = this.matchContext(caller, body.resources);
-      const outcome = planUpdate(stored, this.storedAssignments(current.assignments, context.matches), body, now, context);
+      const outcome = planUpdate(stored, this.storedAssignments(current.assignments, context), body, now, context);
       if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
       if (body.originId !== stored.originId) {
         const taken = this.st.idByOriginId.get(body.originId) as number | undefined;

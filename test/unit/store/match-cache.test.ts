@@ -39,7 +39,7 @@ function world(t: Test, path = ':memory:') {
     if (!outcome.ok) throw new Error(`create refused: ${JSON.stringify(outcome.refusal)}`);
     return outcome.events.filter((e) => e.type === 'incidentAssigned').map((e) => e.deviceId).sort((a, b) => a - b);
   };
-  return { sqlite: db.$client, identity, user, device, assigned };
+  return { sqlite: db.$client, identity, incidents, user, device, assigned };
 }
 
 t.test('when a write through the identity store changes what a user reaches, then the next incident is matched against the new answer', async (t) => {
@@ -116,6 +116,44 @@ t.test('when the answer changes through another connection to the file, then it 
   operator.prepare(`INSERT OR REPLACE INTO devices (id, name, name_key, unique_id) VALUES (1000, 'L2', 'l2', 'x')`).run();
   t.same(w.assigned(admin, ['L1']), [], 'a device replaced by INSERT OR REPLACE');
   t.same(w.assigned(admin, ['L2']), [1000]);
+});
+
+t.test('when a stored assignment\'s device is deleted, then an update stands down only the devices that still exist, however the delete was made', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'match-cache-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const w = world(t, join(dir, 'cad.sqlite'));
+  const operator = new Database(join(dir, 'cad.sqlite'));
+  t.teardown(() => operator.close());
+  operator.pragma('foreign_keys = ON');
+  const cad = w.user();
+  const e1 = w.device('E1', cad);
+  const a7 = w.device('A7', cad);
+  const a7b = w.device('A7', cad);
+  const b2 = w.device('B2', cad);
+  const body = (originId: string, resources: string[]) => ({ originId, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources });
+  const standDowns = (outcome: Outcome) => {
+    if (!outcome.ok) throw new Error(`refused: ${JSON.stringify(outcome.refusal)}`);
+    return outcome.events.filter((e) => e.type === 'incidentDeassigned').map((e) => e.deviceId).sort((x, y) => x - y);
+  };
+  // both incidents' devices are matched, so kept as known to exist under the token
+  t.same(w.assigned(cad, ['E1', 'A7', 'B2']), [e1, a7, a7b, b2].sort((x, y) => x - y));
+  t.same(w.assigned(cad, ['E1', 'A7', 'B2']), [e1, a7, a7b, b2].sort((x, y) => x - y));
+
+  operator.prepare('DELETE FROM devices WHERE id = ?').run(a7);
+  t.same(standDowns(w.incidents.update(cad, { originId: 'CAD-1' }, body('CAD-1', ['E1', 'B2']), NOW)), [a7b], 'deleted by another connection: not stood down');
+
+  w.identity.deleteDevice(b2);
+  t.same(standDowns(w.incidents.update(cad, { originId: 'CAD-2' }, body('CAD-2', ['E1']), NOW)), [a7b], 'deleted through the service: not stood down');
+
+  // a delete rolled back leaves the device: it is stood down
+  t.same(w.assigned(cad, ['A7']), [a7b]);
+  t.throws(() =>
+    w.identity.transaction(() => {
+      w.identity.deleteDevice(a7b);
+      throw new Error('rolled back');
+    }),
+  );
+  t.same(standDowns(w.incidents.update(cad, { originId: 'CAD-3' }, body('CAD-3', []), NOW)), [a7b], 'a delete rolled back: stood down');
 });
 
 t.test('when a change is rolled back and another change is committed, then the rolled-back answer is not reused', async (t) => {
