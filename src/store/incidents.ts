@@ -464,21 +464,25 @@ export class IncidentStore {
    * device would otherwise have to search every incident.
    */
   private storedAssignments(stored: readonly Assignment[], context?: MatchContext & { known: Set<number> | null }): readonly Assignment[] {
-    const gone = new Set<number>();
-    // a device the callsigns matched in this transaction exists, and so does one any kept match
-    // answer lists while the token it was read with stands: only the others are looked up
-    const found = new Set<number>();
-    if (context) for (const ids of context.matches.values()) for (const id of ids) found.add(id);
+    // a device any kept match answer lists exists while the token it was read with stands, and
+    // so does one the callsigns matched in this transaction: only the others are looked up
     const known = context?.known ?? null;
+    let found: Set<number> | null = null;
+    let gone: Set<number> | null = null;
     for (const a of stored) {
-      if (found.has(a.deviceId) || gone.has(a.deviceId) || known?.has(a.deviceId)) continue;
-      if (this.st.deviceExists.get(a.deviceId) === undefined) gone.add(a.deviceId);
+      if (known?.has(a.deviceId)) continue;
+      if (!found) {
+        found = new Set<number>();
+        if (context) for (const ids of context.matches.values()) for (const id of ids) found.add(id);
+      }
+      if (found.has(a.deviceId) || gone?.has(a.deviceId)) continue;
+      if (this.st.deviceExists.get(a.deviceId) === undefined) (gone ??= new Set<number>()).add(a.deviceId);
       else {
         found.add(a.deviceId);
         known?.add(a.deviceId);
       }
     }
-    return gone.size === 0 ? stored : stored.filter((a) => !gone.has(a.deviceId));
+    return gone === null ? stored : stored.filter((a) => !gone.has(a.deviceId));
   }
 
   /** the incident, if the caller has permission on it */

@@ -9,6 +9,21 @@ t.test('when keys are computed, then trim, NFC and case are ignored and nothing 
   t.equal(callsignKey("E1'; DROP TABLE devices; --"), "e1'; drop table devices; --");
 });
 
+t.test('when a key is asked for again, after many other keys or for a long string, then it is the same key', async (t) => {
+  const spellings = (i: number) => [` E${i} `, `e${i}`, `A\u0308${i}`, `\u00c4${i}`];
+  const first = new Map<string, string>();
+  // more distinct strings than the keys kept, so some are computed again after being dropped
+  for (let i = 0; i < 6_000; i++) for (const s of spellings(i)) first.set(s, callsignKey(s));
+  let differing = 0;
+  for (let i = 0; i < 6_000; i++) for (const s of spellings(i)) if (callsignKey(s) !== first.get(s)) differing++;
+  t.equal(differing, 0, 'every key computed a second time is the first one');
+  t.equal(first.get(' E5999 '), 'e5999');
+  t.equal(first.get('A\u03085999'), first.get('\u00c45999'), 'NFD and NFC, however late');
+  const long = ` ${'AB'.repeat(200)} `;
+  t.equal(callsignKey(long), 'ab'.repeat(200), 'a string longer than any callsign is keyed (not kept)');
+  t.equal(callsignKey(long), 'ab'.repeat(200));
+});
+
 t.test('when callsigns are normalised, then they are trimmed, de-duplicated by key (first spelling) and ordered', async (t) => {
   t.same(normaliseCallsigns([' E1', 'a7', 'e1 ', 'A7', 'Z9']), { ok: true, callsigns: ['E1', 'a7', 'Z9'] });
   t.same(normaliseCallsigns(null), { ok: true, callsigns: [] });
