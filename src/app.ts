@@ -133,10 +133,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler());
   installErrorHandling(app);
-  // every answer names the request id its log lines carry (a 500 tells the caller to quote it)
-  app.addHook('onRequest', async (req, reply) => {
-    reply.header('x-request-id', req.id);
-  });
 
   const identity = new IdentityStore(db);
   const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.dbSynchronous);
@@ -162,8 +158,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // After a failed fsync no request may write anything (users, tokens, sessions too): SQLite's
   // next fsync may report success for pages the kernel could not write. The device hub's own
   // writes (sent, acknowledged, online) go on: losing them only repeats a push.
-  app.addHook('onRequest', async (req) => {
-    if (writes.failure && req.method !== 'GET' && req.method !== 'HEAD') throw writes.failure;
+  // Every answer names the request id its log lines carry (a 500 tells the caller to quote it).
+  // The first hook of every request, and a callback: an async hook costs a promise per request.
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', req.id);
+    done(writes.failure && req.method !== 'GET' && req.method !== 'HEAD' ? writes.failure : undefined);
   });
   app.addHook('onClose', async () => writes.close());
   // the WAL starts over at the next group's COMMIT if no group commits during the pass (checkpointer.ts)

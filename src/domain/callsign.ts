@@ -30,10 +30,14 @@ export function normaliseCallsigns(
 ): { ok: true; callsigns: string[] } | { ok: false; error: CallsignError } {
   const callsigns: string[] = [];
   const seen = new Set<string>();
-  for (const [index, raw] of (list ?? []).entries()) {
-    const c = raw.trim();
+  const raws = list ?? [];
+  for (let index = 0; index < raws.length; index++) {
+    const c = raws[index]!.trim();
     if (c.length === 0) return { ok: false, error: { code: 'INVALID_CALLSIGN', index, reason: 'empty' } };
-    if ([...c.normalize('NFC')].length > MAX_CALLSIGN_LENGTH) return { ok: false, error: { code: 'INVALID_CALLSIGN', index, reason: 'too-long' } };
+    // NFC at most triples the characters of a string (UAX #15): a short one is never too long
+    if (c.length > MAX_CALLSIGN_LENGTH / 3 && [...c.normalize('NFC')].length > MAX_CALLSIGN_LENGTH) {
+      return { ok: false, error: { code: 'INVALID_CALLSIGN', index, reason: 'too-long' } };
+    }
     const key = callsignKey(c);
     if (seen.has(key)) continue;
     seen.add(key);

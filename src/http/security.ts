@@ -23,27 +23,30 @@ declare module 'fastify' {
 
 export const SESSION_COOKIE = 'JSESSIONID';
 
-type SchemeHandler = (req: FastifyRequest, reply: FastifyReply) => Promise<Principal | null | 'absent'>;
+type SchemeResult = Principal | null | 'absent';
+/** synchronous where it can be (an await per scheme tried costs every request a promise) */
+type SchemeHandler = (req: FastifyRequest, reply: FastifyReply) => SchemeResult | Promise<SchemeResult>;
 
 export function securityHandlers(app: FastifyInstance, auth: Authenticator): Record<string, SchemeHandler> {
   return {
-    async basicAuth(req, reply) {
+    basicAuth(req, reply) {
       const header = req.headers.authorization;
       if (!header || !/^\s*basic\s/i.test(header)) return 'absent';
       // @fastify/basic-auth parses the header (RFC 7617, UTF-8); its validate callback
       // stores the principal on the request.
-      const result = await new Promise<Principal | null>((resolve) => {
+      return new Promise<Principal | null>((resolve) => {
         app.basicAuth(req, reply, (err?: Error) => resolve(err ? null : req.principal));
+      }).then((result) => {
+        if (req.authProblem) throw req.authProblem;
+        return result;
       });
-      if (req.authProblem) throw req.authProblem;
-      return result;
     },
-    async bearerAuth(req) {
+    bearerAuth(req) {
       const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
       if (!m) return /^\s*bearer\b/i.test(req.headers.authorization ?? '') ? null : 'absent';
       return auth.bearer(m[1]!);
     },
-    async sessionCookie(req) {
+    sessionCookie(req) {
       const value = req.cookies[SESSION_COOKIE];
       if (!value) return 'absent';
       return auth.session(value);
@@ -87,7 +90,8 @@ export function authenticationHook(handlers: Record<string, SchemeHandler>, sche
     req.credentialsRejected = false;
     if (req.headers.authorization !== undefined) {
       for (const name of headerSchemes) {
-        const result = await handlers[name]!(req, reply);
+        const pending = handlers[name]!(req, reply);
+        const result = pending instanceof Promise ? await pending : pending;
         if (result === 'absent') continue;
         if (result !== null) {
           req.principal = result;
@@ -102,7 +106,8 @@ export function authenticationHook(handlers: Record<string, SchemeHandler>, sche
       return;
     }
     if (cookieAllowed) {
-      const result = await handlers.sessionCookie!(req, reply);
+      const pending = handlers.sessionCookie!(req, reply);
+      const result = pending instanceof Promise ? await pending : pending;
       if (result !== null && result !== 'absent') {
         req.principal = result;
         return;

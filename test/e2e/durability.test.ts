@@ -101,6 +101,7 @@ t.test('when the fsync fails, then the write is refused with a 500, the device i
   t.equal(list.statusCode, 200, 'reads still work');
   const user = await s.app.inject({ method: 'POST', url: '/api/users', headers: { authorization: adminAuth() }, payload: { name: 'X', email: 'x@example.test', password: 'x-password-1' } });
   t.equal(user.statusCode, 500, 'and no write of any kind is taken: the disk may not keep it');
+  t.match(user.headers['x-request-id'], /\S/, 'the refusal names its request id');
   const users = await s.app.inject({ method: 'GET', url: '/api/users', headers: { authorization: adminAuth() } });
   t.notOk(JSON.stringify(json(users)).includes('x@example.test'), 'the user was not created');
 });

@@ -37,6 +37,9 @@ t.test('when a callsign is blank or longer than 64 characters, then it is refuse
   t.same(normaliseCallsigns(['🚒'.repeat(64)]).ok, true, 'length counts code points, not UTF-16 units');
   t.same(normaliseCallsigns(['A\u0308'.repeat(64)]).ok, true, 'length counts the NFC form: 64 decomposed Ä are 64');
   t.same(normaliseCallsigns(['A\u0308'.repeat(65)]).ok, false, '65 decomposed Ä are too long');
+  // U+FB2C has no composed form: NFC spells it with 3 code points, the most any character takes
+  t.same(normaliseCallsigns(['\uFB2C'.repeat(21)]).ok, true, '21 characters that NFC spells with 63 are fine');
+  t.same(normaliseCallsigns(['\uFB2C'.repeat(22)]), { ok: false, error: { code: 'INVALID_CALLSIGN', index: 0, reason: 'too-long' } }, '22 of them (66 in NFC) are too long');
 });
 
 t.test('when lists are diffed, then by key, with the new spelling for added/unchanged and the old for removed', async (t) => {
