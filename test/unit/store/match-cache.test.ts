@@ -85,14 +85,19 @@ t.test('when a managed user gains, loses or is deleted, then the manager reaches
   t.same(w.assigned(manager, ['E7']), [], "deleting the managed user (its links go by cascade) ends the manager's reach");
 });
 
-t.test('when the answer changes through another connection to the file, then it is still seen at once', async (t) => {
+/** a world on a file, and an operator's sqlite3 session on it: a plain connection, none of the service's code */
+function fileWorld(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'match-cache-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const w = world(t, join(dir, 'cad.sqlite'));
-  // an operator's sqlite3 session: a plain connection, none of the service's code
   const operator = new Database(join(dir, 'cad.sqlite'));
   t.teardown(() => operator.close());
   operator.pragma('foreign_keys = ON');
+  return { w, operator };
+}
+
+t.test('when the answer changes through another connection to the file, then it is still seen at once', async (t) => {
+  const { w, operator } = fileWorld(t);
   const cad = w.user();
   const admin = w.user(true);
   const a = w.device('A1', cad);
@@ -119,12 +124,7 @@ t.test('when the answer changes through another connection to the file, then it 
 });
 
 t.test('when a stored assignment\'s device is deleted, then an update stands down only the devices that still exist, however the delete was made', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'match-cache-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const w = world(t, join(dir, 'cad.sqlite'));
-  const operator = new Database(join(dir, 'cad.sqlite'));
-  t.teardown(() => operator.close());
-  operator.pragma('foreign_keys = ON');
+  const { w, operator } = fileWorld(t);
   const cad = w.user();
   const e1 = w.device('E1', cad);
   const a7 = w.device('A7', cad);
