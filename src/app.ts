@@ -21,7 +21,7 @@ import type { Db } from './store/db.js';
 import { IdentityStore } from './store/identity.js';
 import { IncidentStore } from './store/incidents.js';
 import { GroupCommitter } from './store/group-commit.js';
-import type { Checkpointer } from './store/checkpointer.js';
+import { CheckpointCadence, type Checkpointer } from './store/checkpointer.js';
 import { PushStore } from './store/pushes.js';
 import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
@@ -49,7 +49,7 @@ export interface AppDeps {
   /** an fsync pending for longer than this fails the health check (default 10 s) */
   syncStallMs?: number;
   /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
-  walCheckpoints?: Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> | null;
+  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every'>>) | null;
   /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
   walRestartHoldMs?: number;
 }
@@ -137,7 +137,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const identity = new IdentityStore(db);
   const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.dbSynchronous);
   const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
+  // the checkpoint thread's interval follows the load (checkpointer.ts)
+  const every = deps.walCheckpoints?.every?.bind(deps.walCheckpoints);
+  const cadence = every ? new CheckpointCadence(every) : null;
   const writes = new GroupCommitter(db.$client, {
+    ...(cadence ? { onGroup: (size: number) => cadence.group(size) } : {}),
     durability,
     mark: () => lastEvent.get() as number,
     // an incident write's events are its result's; their ids only grow

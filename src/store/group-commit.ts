@@ -55,6 +55,8 @@ export interface GroupCommitOptions {
    * read once and then kept up from the committed results, instead of once per group.
    */
   markOf?: (result: unknown) => number;
+  /** told of each group committed, with its number of operations (not of an operation retried alone) */
+  onGroup?: (size: number) => void;
   /** told once, when a sync fails */
   onFailure?: (failure: StorageFailure) => void;
   /** a sync pending for longer than this makes healthy() false (a disk that hangs) */
@@ -115,6 +117,7 @@ export class GroupCommitter {
   /** the mark after the last group committed, while it is known without asking */
   private lastMark: number | null = null;
   private readonly onFailure: (failure: StorageFailure) => void;
+  private readonly onGroup: (size: number) => void;
   private readonly stallMs: number;
   private readonly holdMs: number;
   private holdTimer: NodeJS.Timeout | null = null;
@@ -134,6 +137,7 @@ export class GroupCommitter {
     this.mark = opts.mark ?? (() => 0);
     this.markOf = opts.markOf ?? null;
     this.onFailure = opts.onFailure ?? (() => {});
+    this.onGroup = opts.onGroup ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
     this.holdMs = opts.holdMs ?? 1;
   }
@@ -246,12 +250,14 @@ export class GroupCommitter {
       return;
     }
     const done: Committed['done'] = [];
+    let whole = false;
     try {
       const results = this.transaction(() => group.map((p) => p.op()));
       this.stats.groups += 1;
       this.stats.operations += group.length;
       this.stats.largest = Math.max(this.stats.largest, group.length);
       group.forEach((p, i) => done.push({ p, result: results[i] }));
+      whole = true;
     } catch {
       // an operation (or the COMMIT) failed: nothing of the group is stored; run each alone
       this.stats.retried += group.length;
@@ -261,6 +267,14 @@ export class GroupCommitter {
         } catch (err) {
           p.reject(err); // nothing of it was stored: no need to wait for the disk
         }
+      }
+    }
+    if (whole) {
+      // after the try above: a listener that throws must not make a committed group run again
+      try {
+        this.onGroup(group.length);
+      } catch {
+        // only the listener's own business
       }
     }
     if (!this.durability) {

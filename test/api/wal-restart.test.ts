@@ -4,7 +4,7 @@ import t from 'tap';
 import { makeApp } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { WAL_RESTART_HOLD_MAX_MS } from '../../src/app.js';
-import type { CheckpointResult } from '../../src/store/checkpointer.js';
+import { CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS, type CheckpointResult } from '../../src/store/checkpointer.js';
 
 function fakeCheckpoints() {
   const fake = {
@@ -60,4 +60,20 @@ t.test('when the pass does not end, then writes wait no longer than the hold all
   checkpoints.large!(9000);
   const res = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'HELD-2' }));
   t.equal(res.status, 200, `answered without the pass (the hold lasts at most ${WAL_RESTART_HOLD_MAX_MS} ms)`);
+});
+
+t.test('when writes arrive many at a time, then the checkpoint thread is told to pass less often, and more often again once they thin out', async (t) => {
+  const told: number[] = [];
+  const checkpoints = { ...fakeCheckpoints(), every: (ms: number) => void told.push(ms) };
+  const { app } = await makeApp(t, { walCheckpoints: checkpoints });
+  const w = await world(app);
+  let n = 0;
+  const create = () => send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: `BURST-${++n}` }));
+  for (let round = 0; round < 12; round++) {
+    const answers = await Promise.all(Array.from({ length: 30 }, create));
+    t.ok(answers.every((r) => r.status === 200 || r.status === 202), `round ${round}: every create stored`);
+  }
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], '30 writes at a time: passes far apart');
+  for (let i = 0; i < 60; i++) await create();
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'one at a time: passes close together again');
 });

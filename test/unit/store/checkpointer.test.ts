@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Checkpointer } from '../../../src/store/checkpointer.js';
+import { Checkpointer, CheckpointCadence, CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS } from '../../../src/store/checkpointer.js';
 import { GroupCommitter } from '../../../src/store/group-commit.js';
 
 function fileDb(t: Test) {
@@ -229,4 +229,44 @@ t.test('when a thread error arrives after the halt, then the automatic checkpoin
   (ckpt as unknown as { worker: import('node:worker_threads').Worker }).worker.emit('error', new Error('raised before the halt'));
   t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop does not start checkpointing again');
   t.same(errors, [], 'and nothing says the event loop checkpoints in its place');
+});
+
+t.test('when write groups grow large and then small again, then the cadence moves to the saturated interval and back, once each way', async (t) => {
+  const told: number[] = [];
+  const cadence = new CheckpointCadence((ms) => told.push(ms));
+  for (let i = 0; i < 200; i++) cadence.group(1);
+  t.same(told, [], 'light writes: the interval stays as it starts');
+  for (let i = 0; i < 5; i++) cadence.group(25);
+  t.same(told, [], 'five large groups are not yet saturation');
+  for (let i = 0; i < 45; i++) cadence.group(25);
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], 'groups of 25 for a while: passes far apart');
+  for (let i = 0; i < 5; i++) cadence.group(6);
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], 'between the two thresholds nothing changes');
+  for (let i = 0; i < 100; i++) cadence.group(1);
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'light writes again: passes close together');
+});
+
+t.test('when the thread is told another interval, then its passes follow it', async (t) => {
+  const { path, sqlite } = fileDb(t);
+  sqlite.pragma('wal_autocheckpoint = 0');
+  const ckpt = new Checkpointer(sqlite, { path, synchronous: 'FULL', intervalMs: 5, restartFrames: 0, backstopPages: 1_000_000 });
+  t.teardown(() => ckpt.stop());
+  const copied = async (what: string) => {
+    const deadline = Date.now() + 10_000;
+    while (walBackfilled(path) < walFrames(path)) {
+      if (Date.now() > deadline) throw new Error(`${what}: the WAL was not copied within 10 s`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  write(sqlite, 100);
+  await copied('every 5 ms');
+  ckpt.every(60_000);
+  await ckpt.synchronous(); // answered after the interval message: the thread has it
+  write(sqlite, 100);
+  await new Promise((r) => setTimeout(r, 200));
+  t.ok(walBackfilled(path) < walFrames(path), 'every 60 s: 200 ms later the new frames are not copied yet');
+  ckpt.every(5);
+  write(sqlite, 1);
+  await copied('every 5 ms again');
+  t.pass('every 5 ms again: copied');
 });

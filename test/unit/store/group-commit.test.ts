@@ -74,6 +74,30 @@ t.test('when more operations wait than a group holds, then they are split into s
   t.same(gc.stats, { groups: 3, operations: 10, largest: 4, retried: 0, syncs: 0, holds: 0 });
 });
 
+t.test('when groups commit, then the listener hears each whole group\'s size, a throwing listener changes nothing, and a group run again alone is not heard', async (t) => {
+  const sqlite = db();
+  const heard: number[] = [];
+  const gc = new GroupCommitter(sqlite, {
+    maxGroup: 4,
+    onGroup: (size) => {
+      heard.push(size);
+      throw new Error('a listener that throws');
+    },
+  });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  let runs = 0;
+  await Promise.all(Array.from({ length: 6 }, (_, i) => gc.run(() => (runs++, ins.run(`k${i}`, i)))));
+  t.same(heard, [4, 2], 'one call per group, with its size');
+  t.equal(runs, 6, 'the listener threw, and no operation ran twice');
+  t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 6);
+
+  const failing = gc.run(() => ins.run('k0', 0)); // the key is taken: the group is run again, each alone
+  const fine = gc.run(() => ins.run('k9', 9));
+  await t.rejects(failing);
+  await fine;
+  t.same(heard, [4, 2], 'a group that failed as a whole is not heard');
+});
+
 /** a DeferredSync whose fdatasync completes when the test says so */
 function heldSync(sqlite: Database.Database) {
   const calls: ((err: Error | null) => void)[] = [];
