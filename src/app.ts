@@ -139,7 +139,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
   // the checkpoint thread's interval follows the load (checkpointer.ts)
   const every = deps.walCheckpoints?.every?.bind(deps.walCheckpoints);
-  const cadence = every ? new CheckpointCadence(every) : null;
+  const cadence = every ? new CheckpointCadence(every, config.dbCheckpointIntervalMs) : null;
   const writes = new GroupCommitter(db.$client, {
     ...(cadence ? { onGroup: (size: number) => cadence.group(size) } : {}),
     durability,

@@ -33,7 +33,7 @@
 // 50 connections meanwhile 5 700–5 900 at 10 and 50 ms (5 400–5 600 at 5 and 20 ms).
 //
 // Every 100 ms while the service is saturated (CheckpointCadence: write groups of more than 8
-// operations on average; back to 10 ms below 4). A request then waits behind the others in its
+// operations on average; back to 10 ms, or the configured interval, below 4). A request then waits behind the others in its
 // group, not behind one pass's fsync, and fewer, larger passes copy each hot page once instead
 // of several times and fsync the database file a tenth as often: those fsyncs had made the
 // WAL's own fdatasync, which every write waits for, 0.8–0.9 ms on average against 0.5 at 100
@@ -251,29 +251,35 @@ export class Checkpointer {
 
 /**
  * Chooses the checkpoint thread's interval from the size of the write groups (top of this
- * file): CHECKPOINT_INTERVAL_SATURATED_MS once groups average more than `enterAbove`
- * operations, CHECKPOINT_INTERVAL_MS again once they average fewer than `leaveBelow`. The
- * average is exponential over about the last 20 groups.
+ * file): CHECKPOINT_INTERVAL_SATURATED_MS (or `lightMs`, if longer) once groups average more
+ * than `enterAbove` operations, `lightMs` (the configured interval, DB_CHECKPOINT_INTERVAL_MS)
+ * again once they average fewer than `leaveBelow`. The average is exponential over about the
+ * last 20 groups.
  */
 export class CheckpointCadence {
   private mean = 1;
   private saturated = false;
+  private readonly saturatedMs: number;
 
   constructor(
     private readonly every: (ms: number) => void,
+    private readonly lightMs = CHECKPOINT_INTERVAL_MS,
     private readonly enterAbove = 8,
     private readonly leaveBelow = 4,
-  ) {}
+  ) {
+    this.saturatedMs = Math.max(lightMs, CHECKPOINT_INTERVAL_SATURATED_MS);
+  }
 
   /** a write group of `size` operations committed */
   group(size: number): void {
+    if (this.saturatedMs === this.lightMs) return; // nothing to change
     this.mean += (size - this.mean) * 0.05;
     if (!this.saturated && this.mean > this.enterAbove) {
       this.saturated = true;
-      this.every(CHECKPOINT_INTERVAL_SATURATED_MS);
+      this.every(this.saturatedMs);
     } else if (this.saturated && this.mean < this.leaveBelow) {
       this.saturated = false;
-      this.every(CHECKPOINT_INTERVAL_MS);
+      this.every(this.lightMs);
     }
   }
 }

@@ -55,7 +55,7 @@ export interface GroupCommitOptions {
    * read once and then kept up from the committed results, instead of once per group.
    */
   markOf?: (result: unknown) => number;
-  /** told of each group committed, with its number of operations (not of an operation retried alone) */
+  /** told of each group whose COMMIT succeeded (before its sync), with its number of operations; not of an operation retried alone */
   onGroup?: (size: number) => void;
   /** told once, when a sync fails */
   onFailure?: (failure: StorageFailure) => void;

@@ -77,3 +77,15 @@ t.test('when writes arrive many at a time, then the checkpoint thread is told to
   for (let i = 0; i < 60; i++) await create();
   t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'one at a time: passes close together again');
 });
+
+t.test('when the checkpoint interval is configured, then light writes bring the thread back to it, not to the default', async (t) => {
+  const told: number[] = [];
+  const checkpoints = { ...fakeCheckpoints(), every: (ms: number) => void told.push(ms) };
+  const { app } = await makeApp(t, { walCheckpoints: checkpoints, config: { dbCheckpointIntervalMs: 25 } });
+  const w = await world(app);
+  let n = 0;
+  const create = () => send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: `CONF-${++n}` }));
+  for (let round = 0; round < 12; round++) await Promise.all(Array.from({ length: 30 }, create));
+  for (let i = 0; i < 60; i++) await create();
+  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, 25]);
+});

@@ -244,6 +244,17 @@ t.test('when write groups grow large and then small again, then the cadence move
   t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], 'between the two thresholds nothing changes');
   for (let i = 0; i < 100; i++) cadence.group(1);
   t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'light writes again: passes close together');
+
+  const burst = (cadence: CheckpointCadence) => {
+    for (let i = 0; i < 50; i++) cadence.group(25);
+    for (let i = 0; i < 100; i++) cadence.group(1);
+  };
+  const configured: number[] = [];
+  burst(new CheckpointCadence((ms) => configured.push(ms), 5));
+  t.same(configured, [CHECKPOINT_INTERVAL_SATURATED_MS, 5], 'a configured interval is the one it comes back to');
+  const longer: number[] = [];
+  burst(new CheckpointCadence((ms) => longer.push(ms), 1_000));
+  t.same(longer, [], 'a configured interval longer than the saturated one is never shortened');
 });
 
 t.test('when the thread is told another interval, then its passes follow it', async (t) => {
