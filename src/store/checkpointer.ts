@@ -33,12 +33,12 @@
 // 50 connections meanwhile 5 700–5 900 at 10 and 50 ms (5 400–5 600 at 5 and 20 ms).
 //
 // Every 100 ms while the service is saturated (CheckpointCadence: write groups of more than 8
-// operations on average; back to 10 ms, or the configured interval, below 4). A request then waits behind the others in its
-// group, not behind one pass's fsync, and fewer, larger passes copy each hot page once instead
-// of several times and fsync the database file a tenth as often: those fsyncs had made the
-// WAL's own fdatasync, which every write waits for, 0.8–0.9 ms on average against 0.5 at 100
-// ms. 10 alternations of 8 s of updates at 50 connections: 7 795 updates/s on average against
-// 7 447, each pair won (BENCHMARKS.md, session 15). A pass 100 ms apart copies too much to end
+// operations on average; back to 10 ms, or the configured interval, below 4). A request then
+// waits behind the others in its group, not behind one pass's fsync, and fewer, larger passes
+// copy each hot page once instead of several times and fsync the database file a tenth as
+// often: those fsyncs had made the WAL's own fdatasync, which every write waits for, 0.8–0.9
+// ms on average against 0.5 at 100 ms. 10 alternations of 8 s of updates at 50 connections:
+// 7 795 updates/s on average against 7 448, each pair won (BENCHMARKS.md, session 15). A pass 100 ms apart copies too much to end
 // within the restart's hold (6–21 ms), so before saying the WAL is large the thread catches up
 // with passes of its own until one takes under 2 ms (at most three).
 import { Worker } from 'node:worker_threads';
