@@ -16,6 +16,8 @@ export interface Config {
   dbCheckpointThread: boolean;
   /** how often the checkpoint thread copies the WAL into the database file (ms) */
   dbCheckpointIntervalMs: number;
+  /** a transaction's WAL frames written with one system call (src/store/wal-coalesce.c) */
+  dbWalCoalesce: boolean;
   trustProxy: boolean;
   cookieSecure: 'auto' | boolean;
 }
@@ -64,6 +66,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbSynchronous: oneOf(env, 'DB_SYNCHRONOUS', 'FULL', ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const),
     dbCheckpointThread: bool(env, 'DB_CHECKPOINT_THREAD', true),
     dbCheckpointIntervalMs: int(env, 'DB_CHECKPOINT_INTERVAL_MS', 10, 1, 10_000),
+    dbWalCoalesce: bool(env, 'DB_WAL_COALESCE', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
   };

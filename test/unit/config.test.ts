@@ -10,3 +10,10 @@ t.test('DB_CHECKPOINT_INTERVAL_MS: 10 ms unless set; an integer from 1 to 10 000
     t.throws(() => loadConfig({ DB_CHECKPOINT_INTERVAL_MS: bad }), new ConfigError(`DB_CHECKPOINT_INTERVAL_MS must be an integer between 1 and 10000, got "${bad}"`), bad);
   }
 });
+
+t.test('DB_WAL_COALESCE: on unless set to false', async (t) => {
+  t.equal(loadConfig({}).dbWalCoalesce, true);
+  t.equal(loadConfig({ DB_WAL_COALESCE: 'false' }).dbWalCoalesce, false);
+  t.equal(loadConfig({ DB_WAL_COALESCE: 'true' }).dbWalCoalesce, true);
+  t.throws(() => loadConfig({ DB_WAL_COALESCE: 'sometimes' }), new ConfigError('DB_WAL_COALESCE must be true or false, got "sometimes"'));
+});

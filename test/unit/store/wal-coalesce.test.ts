@@ -1,0 +1,178 @@
+// The coalesced WAL writes extension (src/store/wal-coalesce.c): a transaction's frames are
+// written together at its COMMIT, and nothing SQLite promises changes: another connection sees
+// each commit as soon as it returns, rollbacks and frames rewritten in place come out right, a
+// process killed at any point leaves every committed row, and a failed write fails its
+// transaction alone.
+import t, { type Test } from 'tap';
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { projectRoot } from '../../../src/paths.js';
+import { openDatabase } from '../../../src/store/db.js';
+import { coalesceWalWrites, walCoalescePath, walCoalesceStats } from '../../../src/store/wal-coalesce.js';
+
+const writer = join(projectRoot, 'test', 'fixtures', 'wal-writer.mjs');
+
+function tempDir(t: Test): string {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-wal-coalesce-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+// NORMAL, as a group commit runs (wal-sync.ts): SQLite then syncs nothing at COMMIT, so the
+// extension's own write at the commit frame is all that puts the frames in the file
+function walDatabase(path: string, synchronous: 'NORMAL' | 'FULL' = 'NORMAL'): Database.Database {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${synchronous}`);
+  return db;
+}
+
+t.test('the extension is built and loads (npm ci and npm run build compile it)', async (t) => {
+  t.same(coalesceWalWrites(), { coalesced: true }, walCoalescePath);
+  t.same(coalesceWalWrites(), { coalesced: true }, 'loading it again changes nothing');
+});
+
+t.test('openDatabase loads it unless told not to, and says which', async (t) => {
+  const dir = tempDir(t);
+  const db = openDatabase({ path: join(dir, 'a.sqlite') });
+  t.teardown(() => db.$client.close());
+  t.same(db.walWrites, { coalesced: true });
+  const off = openDatabase({ path: join(dir, 'b.sqlite'), coalesceWal: false });
+  t.teardown(() => off.$client.close());
+  t.equal(off.walWrites.coalesced, false);
+  t.equal(openDatabase({ path: ':memory:' }).walWrites.coalesced, false, 'in memory there is no WAL');
+});
+
+t.test("a transaction's frames are written together, once its commit frame is complete", async (t) => {
+  coalesceWalWrites();
+  const db = walDatabase(join(tempDir(t), 'c.sqlite'));
+  t.teardown(() => db.close());
+  db.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+  const insert = db.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  const before = walCoalesceStats(db)!;
+  t.ok(before, 'every connection has the stats function');
+  // about 75 pages of 4 KiB: SQLite writes each frame with two calls of its own
+  db.transaction(() => {
+    for (let n = 1; n <= 600; n++) insert.run(n, 'x'.repeat(500));
+  })();
+  const after = walCoalesceStats(db)!;
+  const frames = after.frames - before.frames;
+  const writes = after.writes - before.writes;
+  t.ok(frames >= 70, `${frames} frames held`);
+  // at most 0x1ffff bytes per write (the unix VFS): about 30 frames each
+  t.ok(writes >= 1 && writes <= Math.ceil(frames / 30) + 1, `${frames} frames in ${writes} writes`);
+
+  const one = walCoalesceStats(db)!;
+  insert.run(601, 'one row');
+  const oneAfter = walCoalesceStats(db)!;
+  t.equal(oneAfter.writes - one.writes, 1, 'a small commit: one write');
+});
+
+for (const synchronous of ['NORMAL', 'FULL'] as const) t.test(`at ${synchronous}, another connection sees every commit at once; rollbacks and pages rewritten in place come out right`, async (t) => {
+  coalesceWalWrites();
+  const path = join(tempDir(t), 'd.sqlite');
+  const a = walDatabase(path, synchronous);
+  t.teardown(() => a.close());
+  a.pragma('cache_size = -64'); // 64 KiB: large transactions spill frames before their COMMIT
+  a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, v INTEGER NOT NULL, body TEXT NOT NULL)');
+  const b = walDatabase(path); // as the checkpoint thread reads: its own file descriptors
+  t.teardown(() => b.close());
+  const insert = a.prepare('INSERT INTO t (n, v, body) VALUES (?, 0, ?)');
+  const bump = a.prepare('UPDATE t SET v = v + 1 WHERE n = ?');
+  const seen = b.prepare('SELECT count(*) AS rows, coalesce(sum(v), 0) AS total FROM t');
+  let rows = 0;
+  let total = 0;
+  // 1 row up to ~6 MB, past the 4 MiB the extension holds at most
+  for (const [i, size] of [1, 3, 40, 700, 1, 6_000, 2, 250].entries()) {
+    a.transaction(() => {
+      for (let k = 0; k < size; k++) insert.run(rows + k + 1, `${i}`.padEnd(900, 'y'));
+    })();
+    rows += size;
+    t.same(seen.get(), { rows, total }, `commit ${i}: ${size} rows`);
+    if (i % 3 === 2) b.pragma('wal_checkpoint(PASSIVE)');
+  }
+  // the same pages changed again and again after they spilled: SQLite rewrites their frames in place
+  a.transaction(() => {
+    for (let round = 0; round < 5; round++) for (let n = 1; n <= rows; n += 7) bump.run(n);
+  })();
+  total += 5 * Math.ceil(rows / 7);
+  t.same(seen.get(), { rows, total }, 'frames rewritten in place');
+  // a transaction that fails, after spilling, leaves nothing
+  t.throws(() =>
+    a.transaction(() => {
+      for (let k = 1; k <= 3_000; k++) insert.run(rows + k, 'z'.repeat(900));
+      throw new Error('abandoned');
+    })(),
+  );
+  // and a savepoint rolled back inside a committed one leaves only the rest
+  a.transaction(() => {
+    insert.run(rows + 1, 'kept');
+    t.throws(() =>
+      a.transaction(() => {
+        for (let k = 2; k <= 2_000; k++) insert.run(rows + k, 'w'.repeat(900));
+        throw new Error('inner');
+      })(),
+    );
+  })();
+  rows += 1;
+  t.same(seen.get(), { rows, total }, 'rolled back: nothing of it; the savepoint: only the rest');
+  b.pragma('wal_checkpoint(PASSIVE)');
+  t.equal(b.pragma('integrity_check', { simple: true }), 'ok');
+});
+
+t.test('a process killed while writing leaves every row it reported committed, and a sound database', async (t) => {
+  const dir = tempDir(t);
+  for (const [i, after] of [40, 400, 3_000].entries()) {
+    const path = join(dir, `e${i}.sqlite`);
+    const child = spawn(process.execPath, [writer, walCoalescePath, path, 'forever'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let last = 0;
+    let buffered = '';
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.setEncoding('utf8');
+      child.stdout.on('data', (chunk: string) => {
+        buffered += chunk;
+        const lines = buffered.split('\n');
+        buffered = lines.pop()!;
+        for (const line of lines) last = Number(line);
+        if (last >= after) child.kill('SIGKILL');
+      });
+      child.on('exit', (code, signal) => (signal === 'SIGKILL' ? resolve() : reject(new Error(`writer exited with ${code}`))));
+    });
+    coalesceWalWrites();
+    const db = new Database(path);
+    t.teardown(() => db.close());
+    t.equal(db.pragma('integrity_check', { simple: true }), 'ok', `killed after row ${last}`);
+    const { rows, top } = db.prepare('SELECT count(*) AS rows, max(n) AS top FROM t').get() as { rows: number; top: number };
+    t.ok(top >= last, `row ${last} and all before it are there (highest ${top})`);
+    t.equal(rows, top, 'no row missing below the highest');
+  }
+});
+
+t.test('a write that fails (the file size limit) fails its transaction alone', async (t) => {
+  const path = join(tempDir(t), 'f.sqlite');
+  // `ulimit -f` in KiB: 3 MiB, less than what the extension holds before it writes
+  const child = spawn('bash', ['-c', 'ulimit -f 3072 && exec "$0" "$@"', process.execPath, writer, walCoalescePath, path, 'too-large'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (c: string) => (out += c));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  t.equal(code, 0);
+  const result = JSON.parse(out) as Record<string, unknown>;
+  t.equal(result.before, 100);
+  t.equal(result.large, 'SQLITE_IOERR_WRITE', 'the too-large transaction fails with the write error');
+  t.equal(result.inTransaction, false, 'and is rolled back');
+  t.equal(result.after, 100, 'nothing of it is stored');
+  t.equal(result.small, 'committed', 'the next transaction commits');
+  t.equal(result.end, 105);
+  t.equal(result.integrity, 'ok');
+  coalesceWalWrites();
+  const db = new Database(path);
+  t.teardown(() => db.close());
+  t.equal(db.prepare('SELECT count(*) FROM t').pluck().get(), 105, 'after a restart too');
+  t.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+});
