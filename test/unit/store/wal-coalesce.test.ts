@@ -6,7 +6,7 @@
 import t, { type Test } from 'tap';
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../../../src/paths.js';
@@ -121,6 +121,78 @@ for (const synchronous of ['NORMAL', 'FULL'] as const) t.test(`at ${synchronous}
   t.same(seen.get(), { rows, total }, 'rolled back: nothing of it; the savepoint: only the rest');
   b.pragma('wal_checkpoint(PASSIVE)');
   t.equal(b.pragma('integrity_check', { simple: true }), 'ok');
+});
+
+// what a crash would leave: the files as they are now, whatever the process still holds
+function crashCopy(t: Test, path: string): Database.Database {
+  const dir = tempDir(t);
+  for (const suffix of ['', '-wal']) copyFileSync(`${path}${suffix}`, join(dir, `copy.sqlite${suffix}`));
+  const db = new Database(join(dir, 'copy.sqlite'));
+  t.teardown(() => db.close());
+  return db;
+}
+
+for (const checkpointed of [false, true]) {
+  t.test(`a commit whose headers SQLite rewrote in place is whole in the files${checkpointed ? ', also once another connection checkpointed it' : ''}`, async (t) => {
+    coalesceWalWrites();
+    const path = join(tempDir(t), 'g.sqlite');
+    const db = walDatabase(path);
+    t.teardown(() => db.close());
+    db.pragma('wal_autocheckpoint = 0');
+    db.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, v INTEGER NOT NULL, body TEXT NOT NULL)');
+    const insert = db.prepare('INSERT INTO t (n, v, body) VALUES (?, 0, ?)');
+    db.transaction(() => {
+      for (let n = 1; n <= 200; n++) insert.run(n, 'x'.repeat(900));
+    })();
+    db.pragma('cache_size = -64');
+    const bump = db.prepare('UPDATE t SET v = v + 1 WHERE n = ?');
+    // spills, then changes pages it spilled: at COMMIT SQLite rewrites those frames' headers
+    db.transaction(() => {
+      for (let n = 201; n <= 2_200; n++) insert.run(n, 'y'.repeat(900));
+      for (let round = 0; round < 3; round++) for (let n = 1; n <= 2_200; n += 50) bump.run(n);
+    })();
+    // nothing more on this connection before the copy: a read could write out what it holds
+    if (checkpointed) {
+      const other = walDatabase(path);
+      other.pragma('wal_checkpoint(PASSIVE)');
+      other.close();
+    }
+    const copy = crashCopy(t, path);
+    const query = 'SELECT count(*) AS rows, sum(v) AS total, min(v) AS low FROM t';
+    t.same(db.prepare(query).get(), { rows: 2_200, total: 3 * 44, low: 0 });
+    t.same(copy.prepare(query).get(), { rows: 2_200, total: 3 * 44, low: 0 }, 'every row, every change');
+    t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+  });
+}
+
+t.test("frames of a transaction that rolled back never land on another writer's", async (t) => {
+  coalesceWalWrites();
+  const path = join(tempDir(t), 'h.sqlite');
+  const a = walDatabase(path);
+  t.teardown(() => a.close());
+  a.pragma('wal_autocheckpoint = 0');
+  a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+  a.pragma('wal_checkpoint(TRUNCATE)');
+  a.pragma('cache_size = -64');
+  const insertA = a.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  t.throws(() =>
+    a.transaction(() => {
+      for (let n = 1; n <= 600; n++) insertA.run(n, 'a'.repeat(900)); // spills, at the WAL's start
+      throw new Error('rolled back');
+    })(),
+  );
+  const b = walDatabase(path); // a second writer, such as the sqlite3 shell
+  t.teardown(() => b.close());
+  const insertB = b.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  b.transaction(() => {
+    for (let n = 1; n <= 100; n++) insertB.run(n, 'b'.repeat(900));
+  })();
+  const query = "SELECT count(*) AS rows, sum(body LIKE 'b%') AS fromB FROM t";
+  t.same(a.prepare(query).get(), { rows: 100, fromB: 100 }, 'the first connection reads the second one’s rows');
+  t.same(b.prepare(query).get(), { rows: 100, fromB: 100 });
+  const copy = crashCopy(t, path);
+  t.same(copy.prepare(query).get(), { rows: 100, fromB: 100 }, 'and so do the files');
+  t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
 });
 
 t.test('a process killed while writing leaves every row it reported committed, and a sound database', async (t) => {
