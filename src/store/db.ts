@@ -7,7 +7,7 @@ import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { migrationsPath } from '../paths.js';
 import * as schema from './schema.js';
-import { coalesceWalWrites, type WalWrites } from './wal-coalesce.js';
+import { coalesceWalWrites, walCoalesceLoaded, type WalWrites } from './wal-coalesce.js';
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database; walWrites: WalWrites };
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -21,8 +21,13 @@ export interface OpenOptions {
 
 export function openDatabase({ path, synchronous = 'FULL', coalesceWal = true }: OpenOptions): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  // once loaded, the extension is the process's default VFS: `false` cannot take it back
   const walWrites: WalWrites =
-    path === ':memory:' ? { coalesced: false, reason: 'in memory: no WAL' } : coalesceWal ? coalesceWalWrites() : { coalesced: false, reason: 'DB_WAL_COALESCE=false' };
+    path === ':memory:'
+      ? { coalesced: false, reason: 'in memory: no WAL' }
+      : coalesceWal || walCoalesceLoaded()
+        ? coalesceWalWrites()
+        : { coalesced: false, reason: 'DB_WAL_COALESCE=false' };
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);

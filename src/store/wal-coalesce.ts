@@ -15,6 +15,11 @@ export type WalWrites = { coalesced: true } | { coalesced: false; reason: string
 
 let loaded = false;
 
+/** whether this process has loaded it: from then on every connection it opens uses it */
+export function walCoalesceLoaded(): boolean {
+  return loaded;
+}
+
 /**
  * Loads the extension once per process, so that connections opened after it coalesce their WAL
  * writes; those opened before keep the VFS they have.

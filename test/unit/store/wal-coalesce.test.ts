@@ -35,14 +35,24 @@ t.test('the extension is built and loads (npm ci and npm run build compile it)',
   t.same(coalesceWalWrites(), { coalesced: true }, 'loading it again changes nothing');
 });
 
-t.test('openDatabase loads it unless told not to, and says which', async (t) => {
+t.test('openDatabase loads it unless told not to (DB_WAL_COALESCE=false), and says which', async (t) => {
   const dir = tempDir(t);
-  const db = openDatabase({ path: join(dir, 'a.sqlite') });
-  t.teardown(() => db.$client.close());
-  t.same(db.walWrites, { coalesced: true });
-  const off = openDatabase({ path: join(dir, 'b.sqlite'), coalesceWal: false });
-  t.teardown(() => off.$client.close());
-  t.equal(off.walWrites.coalesced, false);
+  // a process of its own: once loaded, the extension stays every connection's
+  const probe = (coalesceWal: boolean) =>
+    new Promise<string>((resolve, reject) => {
+      const script = `
+        import { openDatabase } from './src/store/db.ts';
+        import { walCoalesceStats } from './src/store/wal-coalesce.ts';
+        const db = openDatabase({ path: ${JSON.stringify(join(dir, `${coalesceWal}.sqlite`))}, coalesceWal: ${coalesceWal} });
+        console.log(JSON.stringify({ walWrites: db.walWrites, stats: walCoalesceStats(db.$client) !== null }));`;
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.setEncoding('utf8');
+      child.stdout.on('data', (c: string) => (out += c));
+      child.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`probe exited with ${code}`))));
+    });
+  t.same(JSON.parse(await probe(true)), { walWrites: { coalesced: true }, stats: true });
+  t.same(JSON.parse(await probe(false)), { walWrites: { coalesced: false, reason: 'DB_WAL_COALESCE=false' }, stats: false });
   t.equal(openDatabase({ path: ':memory:' }).walWrites.coalesced, false, 'in memory there is no WAL');
 });
 
