@@ -23,7 +23,8 @@
 **    write that does not follow on, closing it), so SQLite reads back what it wrote and a frame
 **    rewritten in place lands after its first version;
 **  - before the connection's database file passes a shared-memory barrier (SQLite publishes a
-**    new wal-index header across one) or gives up the WAL write lock: frames of a transaction
+**    new wal-index header across one), gives up the WAL write lock, or lowers its own lock
+**    (how exclusive locking mode, which takes no WAL write lock, ends): frames of a transaction
 **    that spilled and then rolled back are written while no other writer can have written
 **    there, never later over another writer's frames.
 ** So a crash while frames are held loses only frames of a transaction that never committed,
@@ -320,6 +321,8 @@ static int mainLock(sqlite3_file *f, int lock) {
   return REAL(f)->pMethods->xLock(REAL(f), lock);
 }
 static int mainUnlock(sqlite3_file *f, int lock) {
+  /* leaving exclusive locking mode, where the WAL write lock is never taken or given up */
+  writeWalOf(f, 1);
   return REAL(f)->pMethods->xUnlock(REAL(f), lock);
 }
 static int mainCheckReservedLock(sqlite3_file *f, int *out) {
@@ -510,11 +513,13 @@ __declspec(dllexport)
 int sqlite3_walcoalesce_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
   int rc;
   SQLITE_EXTENSION_INIT2(api);
-  /* everything that can fail before the VFS is registered: a failed load is unloaded again,
-  ** and nothing may point into it then */
-  rc = registerStats(db, err, api);
-  if (rc != SQLITE_OK) return rc;
-  if (sqlite3_vfs_find(SHIM_NAME) != 0) return SQLITE_OK_LOAD_PERMANENTLY;
+  /* a load that fails is unloaded again, and nothing may point into it then: whatever can
+  ** fail comes before the VFS is registered, and the loading connection's stats function, once
+  ** it is, is left out if it cannot be added (wal-coalesce.ts closes that connection anyway) */
+  if (sqlite3_vfs_find(SHIM_NAME) != 0) {
+    (void)registerStats(db, err, api);
+    return SQLITE_OK_LOAD_PERMANENTLY;
+  }
   realVfs = sqlite3_vfs_find(0);
   if (realVfs == 0) return SQLITE_ERROR;
   rc = sqlite3_auto_extension((void (*)(void))registerStats);
@@ -543,6 +548,7 @@ int sqlite3_walcoalesce_init(sqlite3 *db, char **err, const sqlite3_api_routines
     sqlite3_cancel_auto_extension((void (*)(void))registerStats);
     return rc;
   }
+  (void)registerStats(db, err, api);
   /* stays loaded when the connection that loaded it closes: the VFS is still in use */
   return SQLITE_OK_LOAD_PERMANENTLY;
 }

@@ -205,6 +205,36 @@ t.test("frames of a transaction that rolled back never land on another writer's"
   t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
 });
 
+t.test('nor after exclusive locking mode, which takes no WAL write lock, ends', async (t) => {
+  coalesceWalWrites();
+  const path = join(tempDir(t), 'i.sqlite');
+  const a = walDatabase(path);
+  t.teardown(() => a.close());
+  a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+  const insertA = a.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  a.transaction(() => {
+    for (let n = 1; n <= 50; n++) insertA.run(n, 'a'.repeat(500));
+  })();
+  a.pragma('wal_checkpoint(TRUNCATE)');
+  a.pragma('cache_size = -64');
+  a.pragma('locking_mode = EXCLUSIVE');
+  a.exec('BEGIN');
+  for (let n = 1_000; n < 1_800; n++) insertA.run(n, 'z'.repeat(900)); // spills
+  a.pragma('locking_mode = NORMAL');
+  a.exec('ROLLBACK'); // and gives up its exclusive lock
+  const b = walDatabase(path);
+  t.teardown(() => b.close());
+  const insertB = b.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  b.transaction(() => {
+    for (let n = 5_000; n < 5_300; n++) insertB.run(n, 'b'.repeat(900));
+  })();
+  const query = "SELECT count(*) AS rows, sum(body LIKE 'b%') AS fromB FROM t";
+  t.same(a.prepare(query).get(), { rows: 350, fromB: 300 });
+  const copy = crashCopy(t, path);
+  t.same(copy.prepare(query).get(), { rows: 350, fromB: 300 }, 'the files have the second writer’s rows');
+  t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+});
+
 t.test('a process killed while writing leaves every row it reported committed, and a sound database', async (t) => {
   const dir = tempDir(t);
   for (const [i, after] of [40, 400, 3_000].entries()) {
