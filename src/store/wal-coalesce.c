@@ -380,20 +380,25 @@ static const sqlite3_io_methods mainMethods = {
     mainUnfetch,
 };
 
+/* Opens the default VFS's file in the memory just after a wrapper of `size` bytes (zeroed). If
+** that fails, the wrapper is left without methods: SQLite calls xClose after a failed xOpen
+** only if pMethods is set. */
+static int openReal(sqlite3_file *f, size_t size, sqlite3_file **real, const char *name, int flags, int *outFlags) {
+  int rc;
+  memset(f, 0, size);
+  *real = (sqlite3_file *)((char *)f + size);
+  rc = realVfs->xOpen(realVfs, name, *real, flags, outFlags);
+  if (rc != SQLITE_OK && (*real)->pMethods) (*real)->pMethods->xClose(*real);
+  return rc;
+}
+
 static int shimOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
   int rc;
   (void)vfs;
   if (flags & SQLITE_OPEN_WAL) {
     WalFile *p = (WalFile *)f;
-    memset(p, 0, sizeof(*p));
-    p->real = (sqlite3_file *)&p[1];
-    rc = realVfs->xOpen(realVfs, name, p->real, flags, outFlags);
-    if (rc != SQLITE_OK) {
-      /* SQLite calls xClose after a failed xOpen only if pMethods is set */
-      if (p->real->pMethods) p->real->pMethods->xClose(p->real);
-      p->base.pMethods = 0;
-      return rc;
-    }
+    rc = openReal(f, sizeof(*p), &p->real, name, flags, outFlags);
+    if (rc != SQLITE_OK) return rc;
     if (name) {
       const char *database = sqlite3_filename_database(name);
       MainFile *m;
@@ -412,14 +417,8 @@ static int shimOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int fla
   }
   if ((flags & SQLITE_OPEN_MAIN_DB) && name) {
     MainFile *p = (MainFile *)f;
-    memset(p, 0, sizeof(*p));
-    p->real = (sqlite3_file *)&p[1];
-    rc = realVfs->xOpen(realVfs, name, p->real, flags, outFlags);
-    if (rc != SQLITE_OK) {
-      if (p->real->pMethods) p->real->pMethods->xClose(p->real);
-      p->base.pMethods = 0;
-      return rc;
-    }
+    rc = openReal(f, sizeof(*p), &p->real, name, flags, outFlags);
+    if (rc != SQLITE_OK) return rc;
     if (p->real->pMethods->iVersion < 3) {
       /* no shared memory to watch: opened again as the default VFS's own (its WAL then holds nothing) */
       p->real->pMethods->xClose(p->real);

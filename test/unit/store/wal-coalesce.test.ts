@@ -175,6 +175,25 @@ for (const checkpointed of [false, true]) {
   });
 }
 
+/** a second writer (such as the sqlite3 shell) commits `count` rows from `first`, their body all b */
+function secondWriterCommits(t: Test, path: string, first: number, count: number): void {
+  const b = walDatabase(path);
+  t.teardown(() => b.close());
+  const insert = b.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
+  b.transaction(() => {
+    for (let n = first; n < first + count; n++) insert.run(n, 'b'.repeat(900));
+  })();
+}
+
+/** the first connection, and the files as a crash would leave them, hold these rows */
+function expectRows(t: Test, a: Database.Database, path: string, expected: { rows: number; fromB: number }): void {
+  const query = "SELECT count(*) AS rows, sum(body LIKE 'b%') AS fromB FROM t";
+  t.same(a.prepare(query).get(), expected, 'the first connection reads the second one’s rows');
+  const copy = crashCopy(t, path);
+  t.same(copy.prepare(query).get(), expected, 'and so do the files');
+  t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+}
+
 t.test("frames of a transaction that rolled back never land on another writer's", async (t) => {
   coalesceWalWrites();
   const path = join(tempDir(t), 'h.sqlite');
@@ -191,18 +210,8 @@ t.test("frames of a transaction that rolled back never land on another writer's"
       throw new Error('rolled back');
     })(),
   );
-  const b = walDatabase(path); // a second writer, such as the sqlite3 shell
-  t.teardown(() => b.close());
-  const insertB = b.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
-  b.transaction(() => {
-    for (let n = 1; n <= 100; n++) insertB.run(n, 'b'.repeat(900));
-  })();
-  const query = "SELECT count(*) AS rows, sum(body LIKE 'b%') AS fromB FROM t";
-  t.same(a.prepare(query).get(), { rows: 100, fromB: 100 }, 'the first connection reads the second one’s rows');
-  t.same(b.prepare(query).get(), { rows: 100, fromB: 100 });
-  const copy = crashCopy(t, path);
-  t.same(copy.prepare(query).get(), { rows: 100, fromB: 100 }, 'and so do the files');
-  t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+  secondWriterCommits(t, path, 1, 100);
+  expectRows(t, a, path, { rows: 100, fromB: 100 });
 });
 
 t.test('nor after exclusive locking mode, which takes no WAL write lock, ends', async (t) => {
@@ -222,17 +231,8 @@ t.test('nor after exclusive locking mode, which takes no WAL write lock, ends', 
   for (let n = 1_000; n < 1_800; n++) insertA.run(n, 'z'.repeat(900)); // spills
   a.pragma('locking_mode = NORMAL');
   a.exec('ROLLBACK'); // and gives up its exclusive lock
-  const b = walDatabase(path);
-  t.teardown(() => b.close());
-  const insertB = b.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
-  b.transaction(() => {
-    for (let n = 5_000; n < 5_300; n++) insertB.run(n, 'b'.repeat(900));
-  })();
-  const query = "SELECT count(*) AS rows, sum(body LIKE 'b%') AS fromB FROM t";
-  t.same(a.prepare(query).get(), { rows: 350, fromB: 300 });
-  const copy = crashCopy(t, path);
-  t.same(copy.prepare(query).get(), { rows: 350, fromB: 300 }, 'the files have the second writer’s rows');
-  t.equal(copy.pragma('integrity_check', { simple: true }), 'ok');
+  secondWriterCommits(t, path, 5_000, 300);
+  expectRows(t, a, path, { rows: 350, fromB: 300 });
 });
 
 t.test('a process killed while writing leaves every row it reported committed, and a sound database', async (t) => {
