@@ -1,5 +1,5 @@
 // Compiles src/store/wal-coalesce.c, the SQLite extension that writes a transaction's WAL frames
-// with one system call, into dist/native/wal-coalesce.so. Run by `npm install`/`npm ci`
+// together at its commit, into dist/native/wal-coalesce.so. Run by `npm install`/`npm ci`
 // (postinstall) and `npm run build`. It compiles against the SQLite headers better-sqlite3 ships,
 // the same SQLite the service runs. Without a C compiler it says so and stops without failing:
 // the service then writes the WAL as SQLite does by default, and logs that at start.

@@ -1,7 +1,8 @@
 // Coalesced WAL writes (wal-coalesce.c): a SQLite extension that holds a transaction's WAL
-// frames and writes them with one system call once its commit frame is complete, instead of
-// two per frame. Loading it makes it SQLite's default VFS for every connection this process
-// opens from then on (the checkpoint thread's too); files other than WALs are untouched.
+// frames and writes them together once its commit frame is complete (one system call per
+// ~30 frames), instead of two per frame. Loading it makes it SQLite's default VFS for every
+// connection this process opens from then on (the checkpoint thread's too); the database file
+// is wrapped only to see its barriers and locks, and every other file is SQLite's own.
 // Built by `npm install` and `npm run build` (scripts/build-wal-coalesce.mjs); without it the
 // service writes the WAL as SQLite does by default, and says so at start.
 import Database from 'better-sqlite3';
