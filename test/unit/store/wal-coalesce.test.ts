@@ -30,6 +30,15 @@ function walDatabase(path: string, synchronous: 'NORMAL' | 'FULL' = 'NORMAL'): D
   return db;
 }
 
+/** the extension loaded, and a new WAL database in a temporary directory, closed after the test */
+function freshWal(t: Test, synchronous: 'NORMAL' | 'FULL' = 'NORMAL'): { path: string; db: Database.Database } {
+  coalesceWalWrites();
+  const path = join(tempDir(t), 'db.sqlite');
+  const db = walDatabase(path, synchronous);
+  t.teardown(() => db.close());
+  return { path, db };
+}
+
 t.test('the extension is built and loads (npm ci and npm run build compile it)', async (t) => {
   t.same(coalesceWalWrites(), { coalesced: true }, walCoalescePath);
   t.same(coalesceWalWrites(), { coalesced: true }, 'loading it again changes nothing');
@@ -57,9 +66,7 @@ t.test('openDatabase loads it unless told not to (DB_WAL_COALESCE=false), and sa
 });
 
 t.test("a transaction's frames are written together, once its commit frame is complete", async (t) => {
-  coalesceWalWrites();
-  const db = walDatabase(join(tempDir(t), 'c.sqlite'));
-  t.teardown(() => db.close());
+  const { db } = freshWal(t);
   db.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
   const insert = db.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
   const before = walCoalesceStats(db)!;
@@ -82,10 +89,7 @@ t.test("a transaction's frames are written together, once its commit frame is co
 });
 
 for (const synchronous of ['NORMAL', 'FULL'] as const) t.test(`at ${synchronous}, another connection sees every commit at once; rollbacks and pages rewritten in place come out right`, async (t) => {
-  coalesceWalWrites();
-  const path = join(tempDir(t), 'd.sqlite');
-  const a = walDatabase(path, synchronous);
-  t.teardown(() => a.close());
+  const { path, db: a } = freshWal(t, synchronous);
   a.pragma('cache_size = -64'); // 64 KiB: large transactions spill frames before their COMMIT
   a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, v INTEGER NOT NULL, body TEXT NOT NULL)');
   const b = walDatabase(path); // as the checkpoint thread reads: its own file descriptors
@@ -144,10 +148,7 @@ function crashCopy(t: Test, path: string): Database.Database {
 
 for (const checkpointed of [false, true]) {
   t.test(`a commit whose headers SQLite rewrote in place is whole in the files${checkpointed ? ', also once another connection checkpointed it' : ''}`, async (t) => {
-    coalesceWalWrites();
-    const path = join(tempDir(t), 'g.sqlite');
-    const db = walDatabase(path);
-    t.teardown(() => db.close());
+    const { path, db } = freshWal(t);
     db.pragma('wal_autocheckpoint = 0');
     db.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, v INTEGER NOT NULL, body TEXT NOT NULL)');
     const insert = db.prepare('INSERT INTO t (n, v, body) VALUES (?, 0, ?)');
@@ -195,10 +196,7 @@ function expectRows(t: Test, a: Database.Database, path: string, expected: { row
 }
 
 t.test("frames of a transaction that rolled back never land on another writer's", async (t) => {
-  coalesceWalWrites();
-  const path = join(tempDir(t), 'h.sqlite');
-  const a = walDatabase(path);
-  t.teardown(() => a.close());
+  const { path, db: a } = freshWal(t);
   a.pragma('wal_autocheckpoint = 0');
   a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
   a.pragma('wal_checkpoint(TRUNCATE)');
@@ -215,10 +213,7 @@ t.test("frames of a transaction that rolled back never land on another writer's"
 });
 
 t.test('nor after exclusive locking mode, which takes no WAL write lock, ends', async (t) => {
-  coalesceWalWrites();
-  const path = join(tempDir(t), 'i.sqlite');
-  const a = walDatabase(path);
-  t.teardown(() => a.close());
+  const { path, db: a } = freshWal(t);
   a.exec('CREATE TABLE t (n INTEGER PRIMARY KEY, body TEXT NOT NULL)');
   const insertA = a.prepare('INSERT INTO t (n, body) VALUES (?, ?)');
   a.transaction(() => {
