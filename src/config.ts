@@ -20,6 +20,16 @@ export interface Config {
   dbWalCoalesce: boolean;
   trustProxy: boolean;
   cookieSecure: 'auto' | boolean;
+  /** user sockets (`/api/socket`) one user may hold; a new one closes the oldest */
+  userSocketsMax: number;
+  /** the `deviceLimit` a new user gets when its creator sets none (0: creates no devices) */
+  userDefaultDeviceLimit: number;
+  /** the longest a request may take to arrive, headers and body (s) */
+  requestTimeoutS: number;
+  /** open connections the server holds at most */
+  connectionsMax: number;
+  /** open connections one client address may hold (behind a proxy: the proxy's) */
+  connectionsPerAddressMax: number;
 }
 
 export class ConfigError extends Error {}
@@ -69,5 +79,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbWalCoalesce: bool(env, 'DB_WAL_COALESCE', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
+    userSocketsMax: int(env, 'USER_SOCKETS_MAX', 10, 1, 1000),
+    userDefaultDeviceLimit: int(env, 'USER_DEFAULT_DEVICE_LIMIT', 0, -1, 1_000_000),
+    requestTimeoutS: int(env, 'REQUEST_TIMEOUT_S', 30, 1, 3600),
+    connectionsMax: int(env, 'CONNECTIONS_MAX', 10_000, 1, 1_000_000),
+    connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
   };
 }

@@ -56,4 +56,12 @@ export const problems = {
     new Problem(429, 'too-many-requests', 'Too Many Requests', `Too many failed logins; retry in ${retryAfterS} s.`, {}, {
       'retry-after': String(retryAfterS),
     }),
+  /** the database cannot store a write now (a full disk, a read-only file): nothing was written */
+  storageUnavailable: (retryAfterS = 5) =>
+    new Problem(503, 'storage-unavailable', 'Service Unavailable', 'The database cannot store this change now (the disk may be full); nothing was written. Reads keep working.', {}, {
+      'retry-after': String(retryAfterS),
+    }),
+  /** too many password checks are waiting: the credential was not checked */
+  busy: (retryAfterS = 1) =>
+    new Problem(503, 'busy', 'Service Unavailable', `Too many password checks are waiting; retry in ${retryAfterS} s.`, {}, { 'retry-after': String(retryAfterS) }),
 };

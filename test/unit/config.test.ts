@@ -17,3 +17,15 @@ t.test('DB_WAL_COALESCE: on unless set to false', async (t) => {
   t.equal(loadConfig({ DB_WAL_COALESCE: 'true' }).dbWalCoalesce, true);
   t.throws(() => loadConfig({ DB_WAL_COALESCE: 'sometimes' }), new ConfigError('DB_WAL_COALESCE must be true or false, got "sometimes"'));
 });
+
+t.test('hardening limits: defaults from DESIGN section 8, and range-checked', async (t) => {
+  const c = loadConfig({});
+  t.same(
+    [c.userSocketsMax, c.userDefaultDeviceLimit, c.requestTimeoutS, c.connectionsMax, c.connectionsPerAddressMax],
+    [10, 0, 30, 10_000, 4096],
+  );
+  t.equal(loadConfig({ USER_DEFAULT_DEVICE_LIMIT: '-1' }).userDefaultDeviceLimit, -1);
+  t.equal(loadConfig({ USER_SOCKETS_MAX: '3' }).userSocketsMax, 3);
+  t.throws(() => loadConfig({ USER_SOCKETS_MAX: '0' }), /USER_SOCKETS_MAX must be an integer between 1 and 1000/);
+  t.throws(() => loadConfig({ REQUEST_TIMEOUT_S: '0' }), /REQUEST_TIMEOUT_S must be an integer between 1 and 3600/);
+});
