@@ -26,6 +26,7 @@ import { PushStore } from './store/pushes.js';
 import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
+import { limitConnections, refusalLog, serverTimeouts } from './http/connections.js';
 import { installErrorHandling, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
@@ -130,7 +131,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     genReqId: () => crypto.randomUUID(),
     ajv: { customOptions: { strict: false } },
     return503OnClosing: true,
+    // a request must arrive within REQUEST_TIMEOUT_S (http/connections.ts)
+    http: serverTimeouts({ requestTimeoutMs: config.requestTimeoutS * 1000 }),
+    requestTimeout: config.requestTimeoutS * 1000,
   });
+  limitConnections(
+    app.server,
+    { connectionsMax: config.connectionsMax, connectionsPerAddressMax: config.connectionsPerAddressMax },
+    refusalLog((refused, address) => app.log.warn({ refused, lastAddress: address }, 'connections refused: over the connection cap')),
+  );
   app.setValidatorCompiler(validatorCompiler());
   installErrorHandling(app);
 

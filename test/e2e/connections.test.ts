@@ -1,0 +1,130 @@
+// Connection limits against a real listening server (http/connections.ts): a request that
+// arrives too slowly is cut off, and one client address cannot take every connection.
+import t from 'tap';
+import { connect as tcpConnect, type Socket } from 'node:net';
+import { request } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { listen, until } from '../fixtures/sockets.js';
+import { refusalLog } from '../../src/http/connections.js';
+
+function port(url: string): number {
+  return Number(new URL(url).port);
+}
+
+function open(p: number, localAddress = '127.0.0.1'): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = tcpConnect({ host: '127.0.0.1', port: p, localAddress }, () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** what the server sends on this socket until it closes it */
+function answer(s: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let text = '';
+    s.on('data', (d) => (text += d.toString()));
+    s.on('error', () => resolve(text));
+    s.on('close', () => resolve(text));
+  });
+}
+
+/** the promise's value, or `fallback` after `ms` */
+function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  return Promise.race([p, new Promise<T>((r) => setTimeout(() => r(fallback), ms).unref())]);
+}
+
+function get(p: number, path: string, localAddress: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: p, path, localAddress, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+t.test('when a request body arrives one byte at a time, then the request is cut off after REQUEST_TIMEOUT_S', async (t) => {
+  const s = await listen(t, {}, { requestTimeoutS: 1 });
+  const sock = await open(port(s.http));
+  t.teardown(() => sock.destroy());
+  const answered = answer(sock);
+  sock.write('POST /api/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{');
+  // one byte every 200 ms: the whole body would take 40 s
+  let sent = 1;
+  const drip = setInterval(() => {
+    if (!sock.destroyed && sent < 200) {
+      sock.write(' ');
+      sent += 1;
+    }
+  }, 200);
+  t.teardown(() => clearInterval(drip));
+  const text = await within(answered, 10_000, 'still open');
+  t.not(text, 'still open', 'the server closed the connection');
+  t.match(text, /^HTTP\/1\.1 408/, 'with 408 Request Timeout');
+  t.ok(sent < 100, `long before the body was complete (${sent} of 200 bytes sent)`);
+});
+
+t.test('when headers never finish, then the connection is cut off after REQUEST_TIMEOUT_S', async (t) => {
+  const s = await listen(t, {}, { requestTimeoutS: 1 });
+  const sock = await open(port(s.http));
+  t.teardown(() => sock.destroy());
+  const answered = answer(sock);
+  sock.write('GET /api/health HTTP/1.1\r\nHost: x\r\n');
+  const drip = setInterval(() => !sock.destroyed && sock.write('X-Slow: 1\r\n'), 200);
+  t.teardown(() => clearInterval(drip));
+  const text = await within(answered, 10_000, 'still open');
+  t.not(text, 'still open', 'the server closed the connection');
+});
+
+t.test('when one address holds CONNECTIONS_PER_ADDRESS_MAX connections, then its next is refused 503 and another address is served', async (t) => {
+  const s = await listen(t, {}, { connectionsPerAddressMax: 5 });
+  const p = port(s.http);
+  const held: Socket[] = [];
+  t.teardown(() => held.forEach((h) => h.destroy()));
+  for (let i = 0; i < 5; i++) held.push(await open(p));
+  const extra = await open(p);
+  t.teardown(() => extra.destroy());
+  const text = await within(answer(extra), 5_000, 'not answered');
+  t.match(text, /^HTTP\/1\.1 503 /, 'the sixth is answered 503');
+  t.match(text, /\r\nRetry-After: \d+\r\n/i);
+  t.match(text, /\r\nContent-Type: application\/problem\+json\r\n/i);
+  const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { type: string; status: number };
+  t.equal(body.status, 503);
+  t.equal(body.type, 'urn:cad-incident:problem:too-many-connections');
+
+  const other = await get(p, '/api/health', '127.0.0.2');
+  t.equal(other.status, 200, 'another address still reaches /api/health');
+
+  // a held connection closes: the address may connect again
+  held.pop()!.destroy();
+  await until('the count to drop', async () => {
+    const r = await get(p, '/api/health', '127.0.0.1').catch(() => ({ status: 0, body: '' }));
+    return r.status === 200;
+  });
+  t.pass('a freed slot is usable again');
+});
+
+t.test('when the server holds CONNECTIONS_MAX connections, then the next is refused whatever its address', async (t) => {
+  const s = await listen(t, {}, { connectionsMax: 3 });
+  const p = port(s.http);
+  const held = [await open(p, '127.0.0.1'), await open(p, '127.0.0.2'), await open(p, '127.0.0.3')];
+  t.teardown(() => held.forEach((h) => h.destroy()));
+  const extra = await open(p, '127.0.0.4');
+  t.teardown(() => extra.destroy());
+  t.match(await within(answer(extra), 5_000, 'not answered'), /^HTTP\/1\.1 503 /);
+  t.equal((s.app.server.address() as AddressInfo).port, p);
+});
+
+t.test('when refusals flood, then one log line every interval counts them', async (t) => {
+  let now = 0;
+  const lines: [number, string][] = [];
+  const log = refusalLog((n, a) => lines.push([n, a]), 10_000, () => now);
+  log('10.0.0.1');
+  for (let i = 0; i < 99; i++) log('10.0.0.2');
+  t.same(lines, [[1, '10.0.0.1']], 'the first refusal is logged, the next 99 only counted');
+  now = 10_000;
+  log('10.0.0.3');
+  t.same(lines[1], [100, '10.0.0.3'], 'the next line counts every refusal since the last one');
+});
