@@ -6,7 +6,7 @@
 // process took the CPUs from the service's event loop (BENCHMARKS.md, session 7).
 import autocannon from 'autocannon';
 import { spawn, execSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
@@ -16,8 +16,6 @@ import { paced, type PacedResult } from './bench/paced.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { openDatabase } from '../src/store/db.js';
-import { walCoalescePath } from '../src/store/wal-coalesce.js';
-import { loadConfig } from '../src/config.js';
 import { IncidentStore } from '../src/store/incidents.js';
 import { callsignKey } from '../src/domain/callsign.js';
 
@@ -321,9 +319,7 @@ async function main(): Promise<void> {
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
-  // the service loads the extension at start when it is built and not switched off (wal-coalesce.ts)
-  const walWrites = loadConfig(process.env).dbWalCoalesce && existsSync(walCoalescePath) ? 'coalesced' : 'one by one';
-  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn, WAL writes ${walWrites})\n`);
+  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn)\n`);
   console.log(fmt(rows));
   console.log(`\neach ratio is to the mean of the bare fastify echo route measured for 5 s just before and just after the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);

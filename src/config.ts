@@ -16,8 +16,6 @@ export interface Config {
   dbCheckpointThread: boolean;
   /** how often the checkpoint thread copies the WAL into the database file (ms) */
   dbCheckpointIntervalMs: number;
-  /** a transaction's WAL frames written with one system call (src/store/wal-coalesce.c) */
-  dbWalCoalesce: boolean;
   trustProxy: boolean;
   cookieSecure: 'auto' | boolean;
   /** user sockets (`/api/socket`) one user may hold; a new one closes the oldest */
@@ -76,7 +74,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbSynchronous: oneOf(env, 'DB_SYNCHRONOUS', 'FULL', ['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const),
     dbCheckpointThread: bool(env, 'DB_CHECKPOINT_THREAD', true),
     dbCheckpointIntervalMs: int(env, 'DB_CHECKPOINT_INTERVAL_MS', 10, 1, 10_000),
-    dbWalCoalesce: bool(env, 'DB_WAL_COALESCE', true),
     trustProxy: bool(env, 'TRUST_PROXY', false),
     cookieSecure: cookie === undefined || cookie === '' || cookie === 'auto' ? 'auto' : bool(env, 'COOKIE_SECURE', false),
     userSocketsMax: int(env, 'USER_SOCKETS_MAX', 10, 1, 1000),

@@ -16,7 +16,7 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous, coalesceWal: config.dbWalCoalesce });
+  const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
   // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
   // restart recovers from what is really on disk. The callers waiting get their 500 first.
@@ -70,12 +70,8 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
-  const { walWrites } = db;
-  if (!walWrites.coalesced && config.dbWalCoalesce && config.databasePath !== ':memory:') {
-    app.log.warn({ reason: walWrites.reason }, 'WAL frames are written one by one: the coalescing extension did not load');
-  }
   app.log.info(
-    { database: config.databasePath, synchronous: config.dbSynchronous, checkpointThread: checkpointer !== null, walCoalesced: walWrites.coalesced },
+    { database: config.databasePath, synchronous: config.dbSynchronous, checkpointThread: checkpointer !== null },
     'CAD incident integration service ready',
   );
 }

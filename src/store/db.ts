@@ -7,27 +7,17 @@ import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { migrationsPath } from '../paths.js';
 import * as schema from './schema.js';
-import { coalesceWalWrites, walCoalesceLoaded, type WalWrites } from './wal-coalesce.js';
 
-export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database; walWrites: WalWrites };
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface OpenOptions {
   path: string; // ':memory:' for tests
   synchronous?: Synchronous;
-  /** load the coalesced WAL writes extension first (wal-coalesce.ts); default true */
-  coalesceWal?: boolean;
 }
 
-export function openDatabase({ path, synchronous = 'FULL', coalesceWal = true }: OpenOptions): Db {
+export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  // once loaded, the extension is the process's default VFS: `false` cannot take it back
-  const walWrites: WalWrites =
-    path === ':memory:'
-      ? { coalesced: false, reason: 'in memory: no WAL' }
-      : coalesceWal || walCoalesceLoaded()
-        ? coalesceWalWrites()
-        : { coalesced: false, reason: 'DB_WAL_COALESCE=false' };
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);
@@ -39,7 +29,7 @@ export function openDatabase({ path, synchronous = 'FULL', coalesceWal = true }:
   // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md, session 9).
   sqlite.pragma('cache_size = -8192');
   sqlite.pragma('temp_store = MEMORY');
-  const db = Object.assign(drizzle(sqlite, { schema }), { walWrites }) as Db;
+  const db = drizzle(sqlite, { schema }) as Db;
   // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`
   // (emitted for table rebuilds) has no effect; so switch them off around it and check after.
   sqlite.pragma('foreign_keys = OFF');

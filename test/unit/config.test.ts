@@ -11,11 +11,10 @@ t.test('DB_CHECKPOINT_INTERVAL_MS: 10 ms unless set; an integer from 1 to 10 000
   }
 });
 
-t.test('DB_WAL_COALESCE: on unless set to false', async (t) => {
-  t.equal(loadConfig({}).dbWalCoalesce, true);
-  t.equal(loadConfig({ DB_WAL_COALESCE: 'false' }).dbWalCoalesce, false);
-  t.equal(loadConfig({ DB_WAL_COALESCE: 'true' }).dbWalCoalesce, true);
-  t.throws(() => loadConfig({ DB_WAL_COALESCE: 'sometimes' }), new ConfigError('DB_WAL_COALESCE must be true or false, got "sometimes"'));
+t.test('TRUST_PROXY: off unless set to true; anything but true or false stops the start', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false);
+  t.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, true);
+  t.throws(() => loadConfig({ TRUST_PROXY: 'sometimes' }), new ConfigError('TRUST_PROXY must be true or false, got "sometimes"'));
 });
 
 t.test('hardening limits: defaults from DESIGN section 8, and range-checked', async (t) => {
