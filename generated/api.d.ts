@@ -704,8 +704,8 @@ export interface components {
             status?: unknown;
             /** @description Ignored (server-owned). */
             lastUpdate?: unknown;
-            /** @default false */
-            disabled: boolean;
+            /** @description `false` when omitted. A disabled device is never matched (its callsign reports `NOT_FOUND`) and its socket is closed. */
+            disabled?: boolean;
             attributes?: {
                 [key: string]: unknown;
             };
