@@ -1,6 +1,6 @@
 // Drizzle table definitions: the one description of the database. Migrations under
 // src/store/migrations are generated from this file by `npm run db:generate`.
-import { sqliteTable, integer, text, real, primaryKey, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { sqliteTable, integer, text, real, primaryKey, index, uniqueIndex, type AnySQLiteColumn } from 'drizzle-orm/sqlite-core';
 
 const bool = (name: string) => integer(name, { mode: 'boolean' }).notNull().default(false);
 
@@ -207,11 +207,23 @@ export const tokens = sqliteTable(
     hash: text('hash').notNull(),
     userId: integer('user_id').references(() => users.id, { onDelete: 'cascade' }),
     deviceId: integer('device_id').references(() => devices.id, { onDelete: 'cascade' }),
+    /**
+     * the token the minting request was authenticated with (as a bearer token, or through a
+     * session opened with it): revoking that one revokes this one, and it never expires later
+     */
+    parentId: integer('parent_id').references((): AnySQLiteColumn => tokens.id, { onDelete: 'cascade' }),
+    /** minted in a session opened as this user by another: it ends as that session would */
+    impersonatorId: integer('impersonator_id').references(() => users.id, { onDelete: 'cascade' }),
     createdAt: text('created_at').notNull(),
     expiresAt: text('expires_at'),
     revokedAt: text('revoked_at'),
   },
-  (t) => [uniqueIndex('tokens_hash').on(t.hash), index('tokens_user').on(t.userId), index('tokens_device').on(t.deviceId)],
+  (t) => [
+    uniqueIndex('tokens_hash').on(t.hash),
+    index('tokens_user').on(t.userId),
+    index('tokens_device').on(t.deviceId),
+    index('tokens_parent').on(t.parentId),
+  ],
 );
 
 /** Server-side sessions. `hash` is the SHA-256 of the JSESSIONID cookie value. */
