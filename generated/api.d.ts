@@ -590,7 +590,13 @@ export interface components {
         };
         /** @enum {string} */
         EventType: "incidentAssigned" | "incidentDeassigned";
-        Event: {
+        /**
+         * @description An event as a device receives it in a push (see `/api/asyncapi.yaml`): what happened,
+         *     without the delivery state, which changes after the push is sent. `Event` adds `state`
+         *     and `attempts`. Open so that `Event` can extend it; each use closes it with
+         *     `propertyNames` (which AsyncAPI's draft-07 schemas read too).
+         */
+        PushEvent: {
             id: components["schemas"]["Id"];
             type: components["schemas"]["EventType"];
             eventTime: components["schemas"]["DateTime"];
@@ -603,6 +609,9 @@ export interface components {
                 /** @enum {boolean} */
                 incidentDeleted?: true;
             };
+        };
+        /** @description An event with the delivery state of its push. */
+        Event: {
             /**
              * @description Delivery of the event's push. PENDING: not yet acknowledged by the device.
              *     DELIVERED: acknowledged. EXPIRED: not delivered within the push TTL.
@@ -612,7 +621,7 @@ export interface components {
             state: "PENDING" | "DELIVERED" | "EXPIRED" | "SUPERSEDED";
             /** @description How many times the push was sent. */
             attempts: number;
-        };
+        } & components["schemas"]["PushEvent"];
         /** @description A user. The password is write-only and never returned. */
         User: {
             id: components["schemas"]["Id"];

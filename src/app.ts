@@ -5,7 +5,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import { problems } from './http/problem.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { publicPath, specPath } from './paths.js';
+import { asyncapiPath, publicPath, specPath } from './paths.js';
 import cookie from '@fastify/cookie';
 import formbody from '@fastify/formbody';
 import swagger from '@fastify/swagger';
@@ -229,6 +229,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/api/openapi.json', { logLevel: 'warn' }, async () => app.swagger());
   const specText = readFileSync(specPath, 'utf8');
   app.get('/api/openapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(specText));
+  // The sockets' contract (AsyncAPI 3.0); its payloads $ref openapi.yaml, served beside it.
+  const asyncapiText = readFileSync(asyncapiPath, 'utf8');
+  app.get('/api/asyncapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(asyncapiText));
 
   const handlers = buildHandlers(ctx, throttle);
   const security = securityByOperation(spec);
