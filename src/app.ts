@@ -182,12 +182,27 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const checkpoints = deps.walCheckpoints;
   const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
   checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
-  const hub = new DeviceHub(new PushStore(db, () => writes.horizon()), clock, app.log, {
-    ...DEFAULT_HUB_OPTIONS,
-    ackTimeoutMs: config.pushAckTimeoutS * 1000,
-    ttlMs: config.pushTtlS * 1000,
-    ...deps.hubOptions,
-  });
+  // Sockets check their credentials again when access may have been withdrawn: a user, token,
+  // session or link changed (identity.generation), or a device was disabled or deleted
+  // (reach_generation's token, migration 0012).
+  const reachToken = db.$client.prepare('SELECT token FROM reach_generation WHERE id = 1').pluck();
+  const socketAccess = new Access(identity);
+  const hub = new DeviceHub(
+    new PushStore(db, () => writes.horizon()),
+    clock,
+    app.log,
+    {
+      ...DEFAULT_HUB_OPTIONS,
+      ackTimeoutMs: config.pushAckTimeoutS * 1000,
+      ttlMs: config.pushTtlS * 1000,
+      userSocketsMax: config.userSocketsMax,
+      ...deps.hubOptions,
+    },
+    {
+      stamp: () => `${identity.generation}:${reachToken.get() as number}`,
+      reached: (user, deviceIds) => socketAccess.reachedAmong(user, deviceIds),
+    },
+  );
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays);
   const spec = loadSpec();
   const incidents = new IncidentStore(db, hub, () => writes.horizon());
@@ -257,7 +272,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   await registerSockets(app, {
     auth,
-    access: ctx.access,
+    identity,
     hub,
     userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
   });

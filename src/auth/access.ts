@@ -29,6 +29,11 @@ export class Access {
     return caller.administrator || this.identity.reachesDevice(caller.id, deviceId);
   }
 
+  /** which of `deviceIds` the caller reaches now ('all' for an administrator), in one query */
+  reachedAmong(caller: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all' {
+    return caller.administrator ? 'all' : this.identity.devicesReachedAmong(caller.id, deviceIds);
+  }
+
   reachesIncident(caller: UserRecord, incidentId: number): boolean {
     return caller.administrator || this.identity.reachesIncident(caller.id, incidentId);
   }

@@ -1,17 +1,21 @@
 // The WebSocket endpoints (not HTTP operations, so not in openapi.yaml's paths; described in
 // its info.description): /api/socket/device for responder devices, /api/socket for users.
 // Credentials are checked before the upgrade: a wrong token gets an HTTP 401, no socket.
+// Each socket keeps the credential it was opened with (in memory only) so that the hub can
+// check it again and close the socket when it no longer stands (push/device-hub.ts).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
-import type { Authenticator } from '../auth/authenticator.js';
-import type { Access } from '../auth/access.js';
-import type { DeviceHub } from '../push/device-hub.js';
+import { SESSION_IDLE_MS, type Authenticator, type Principal } from '../auth/authenticator.js';
+import type { DeviceCredential, DeviceHub, UserCredential } from '../push/device-hub.js';
+import type { IdentityStore } from '../store/identity.js';
 import { problems } from './problem.js';
-import type { AuthHook } from './security.js';
+import { SESSION_COOKIE, type AuthHook } from './security.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     deviceId?: number;
+    /** the credential a socket is opened with, to be checked again while it is open */
+    deviceCredential?: DeviceCredential;
   }
 }
 
@@ -22,10 +26,64 @@ function tokenFrom(req: FastifyRequest): string | undefined {
   return typeof q === 'string' ? q : undefined;
 }
 
-export async function registerSockets(
-  app: FastifyInstance,
-  deps: { auth: Authenticator; access: Access; hub: DeviceHub; userHook: AuthHook },
-): Promise<void> {
+/** the earliest of these instants (ms), Infinity when none is set */
+function earliest(...instants: (string | number | null | undefined)[]): number {
+  let at = Infinity;
+  for (const i of instants) {
+    if (i === null || i === undefined) continue;
+    const ms = typeof i === 'number' ? i : Date.parse(i);
+    if (ms < at) at = ms;
+  }
+  return at;
+}
+
+type Deps = { auth: Authenticator; identity: IdentityStore; hub: DeviceHub; userHook: AuthHook };
+
+/** A device token for `deviceId`, live, of a device that exists and is enabled. */
+function deviceCredential(deps: Deps, token: string, deviceId: number): DeviceCredential {
+  return () => {
+    if (deps.auth.deviceForToken(token) !== deviceId) return null;
+    const device = deps.identity.deviceById(deviceId);
+    return device && !device.disabled ? { until: Infinity } : null;
+  };
+}
+
+/** What a user socket was opened with: a token, a session cookie, or Basic credentials. */
+function userCredential(deps: Deps, req: FastifyRequest, principal: Principal): UserCredential {
+  if (principal.method === 'bearer') {
+    const token = tokenFrom(req)!;
+    return () => {
+      const hit = deps.auth.userToken(token);
+      return hit && { user: hit.user, until: earliest(hit.token.expiresAt, hit.user.expirationTime) };
+    };
+  }
+  if (principal.method === 'session') {
+    const cookie = req.cookies[SESSION_COOKIE]!;
+    return () => {
+      const p = deps.auth.session(cookie);
+      if (!p) return null;
+      const impersonator = p.session?.impersonatorId ? deps.identity.userById(p.session.impersonatorId) : undefined;
+      return {
+        user: p.user,
+        until: earliest(
+          p.token?.expiresAt,
+          p.user.expirationTime,
+          impersonator?.expirationTime,
+          p.session ? Date.parse(p.session.lastSeenAt) + SESSION_IDLE_MS : null,
+        ),
+      };
+    };
+  }
+  // Basic: the same user, under the same email, with the same password, still usable
+  const { id, emailKey, passwordHash } = principal.user;
+  return () => {
+    const user = deps.identity.userById(id);
+    if (!user || user.emailKey !== emailKey || user.passwordHash !== passwordHash || !deps.auth.usable(user)) return null;
+    return { user, until: earliest(user.expirationTime) };
+  };
+}
+
+export async function registerSockets(app: FastifyInstance, deps: Deps): Promise<void> {
   await app.register(websocket, {
     options: { maxPayload: 64 * 1024 },
     // on shutdown every socket is told the server is going away (1001), devices first
@@ -42,12 +100,16 @@ export async function registerSockets(
       onRequest: async (req) => {
         const token = tokenFrom(req);
         const deviceId = token === undefined ? null : deps.auth.deviceForToken(token);
-        if (deviceId === null) throw problems.unauthorized('A valid device token is required (Authorization: Bearer … or ?token=).');
-        req.deviceId = deviceId;
+        const credential = deviceId === null ? null : deviceCredential(deps, token!, deviceId);
+        if (credential === null || credential() === null) {
+          throw problems.unauthorized('A valid device token of an enabled device is required (Authorization: Bearer … or ?token=).');
+        }
+        req.deviceId = deviceId!;
+        req.deviceCredential = credential;
       },
     },
     (socket, req) => {
-      deps.hub.attachDevice(req.deviceId!, socket);
+      deps.hub.attachDevice(req.deviceId!, socket, req.deviceCredential!);
     },
   );
 
@@ -67,8 +129,7 @@ export async function registerSockets(
       },
     },
     (socket, req) => {
-      const user = req.principal!.user;
-      deps.hub.attachUser(socket, (deviceId) => deps.access.reachesDevice(user, deviceId));
+      deps.hub.attachUser(socket, userCredential(deps, req, req.principal!));
     },
   );
 }

@@ -4,11 +4,24 @@
 //  - when the oldest unacked push has waited PUSH_ACK_TIMEOUT_S, sending restarts from it;
 //  - pushes older than PUSH_TTL_S become EXPIRED;
 //  - state lives in the database, so nothing is lost across a restart.
-// User sockets receive {"events":[…]} for the devices their user reaches.
+// User sockets receive {"events":[…]} for the devices their user reaches now.
+// What a socket may cost (section 5, and the close codes in openapi.yaml's info.description):
+//  - it lives no longer than its credential: every CREDENTIAL_CHECK_MS, when access may have
+//    been withdrawn (SocketAccess.stamp moved) or a credential ran out by itself, each socket's
+//    credential is checked again, and a socket whose credential no longer stands is closed (4001);
+//  - ping/pong on every socket (dropped after 2 missed pongs);
+//  - at most SEND_BUFFER_MAX waits to be sent on a socket (else 4008); pushes are paced below
+//    it, so a device that stops reading keeps its pushes PENDING until it reconnects;
+//  - INVALID_FRAMES_MAX invalid frames per minute (else 4003), error replies only while the
+//    send buffer is small, one warning when a socket is closed for it;
+//  - at most userSocketsMax user sockets per user (a new one closes the oldest: 4000);
+//  - fan-out per batch of events: one reach query and one JSON.stringify per user, whatever
+//    the number of its sockets.
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Clock } from '../clock.js';
 import type { EventView } from '../store/incidents.js';
+import type { UserRecord } from '../store/identity.js';
 import type { PushRow, PushStore } from '../store/pushes.js';
 import type { PushHub } from './hub.js';
 
@@ -16,12 +29,16 @@ export interface HubOptions {
   ackTimeoutMs: number;
   ttlMs: number;
   pingIntervalMs: number;
-  /** how often ack timeouts are checked */
+  /** how often ack timeouts and send buffers are checked */
   sweepIntervalMs: number;
   /** how often undelivered pushes past their TTL are expired */
   expireIntervalMs: number;
   /** pushes read and sent per batch */
   batch: number;
+  /** how often SocketAccess.stamp and the credentials' expiries are looked at */
+  credentialCheckMs: number;
+  /** user sockets one user may hold (USER_SOCKETS_MAX); a new one closes the oldest */
+  userSocketsMax: number;
 }
 
 export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, 'ackTimeoutMs' | 'ttlMs'> = {
@@ -29,32 +46,90 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, 'ackTimeoutMs' | 'ttlMs'> = {
   sweepIntervalMs: 1_000,
   expireIntervalMs: 30_000,
   batch: 500,
+  credentialCheckMs: 250,
+  userSocketsMax: 10,
 };
 
-/** close codes the device sees */
-export const CLOSE = { replaced: 4000, revoked: 4001, dead: 4002, shutdown: 1001 } as const;
+/** close codes the sockets see (documented in openapi.yaml's info.description) */
+export const CLOSE = {
+  /** a newer socket of the same device, or the user's oldest past USER_SOCKETS_MAX */
+  replaced: 4000,
+  /** the credential that opened the socket no longer stands */
+  revoked: 4001,
+  dead: 4002,
+  /** more than INVALID_FRAMES_MAX invalid frames within a minute */
+  invalidFrames: 4003,
+  /** more than SEND_BUFFER_MAX waiting to be sent: the client does not read */
+  sendBufferFull: 4008,
+  shutdown: 1001,
+} as const;
 
-const HIGH_WATER = 4 * 1024 * 1024;
+/** the most that may wait to be sent on one socket */
+export const SEND_BUFFER_MAX = 1024 * 1024;
+/** pushes are sent while less than this waits (so a device that reads is never near the bound) */
+const PUSH_PAUSE = 256 * 1024;
+/** an error reply is sent only while less than this waits */
+const ERROR_REPLY_MAX = 16 * 1024;
+export const INVALID_FRAMES_MAX = 10;
+const INVALID_FRAMES_WINDOW_MS = 60_000;
 
-interface DeviceConn {
+/**
+ * What the hub needs to know of access: a value that changes whenever access may have been
+ * withdrawn (a user, token, session, device or link changed), and which of a batch's devices a
+ * user reaches now.
+ */
+export interface SocketAccess {
+  stamp(): unknown;
+  reached(user: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all';
+}
+
+/**
+ * The credential a socket was opened with, checked again: null when it no longer stands, else
+ * when it runs out by itself (ms since the epoch; Infinity: never) and, for a user socket, its
+ * user as stored now. It holds the raw credential in memory only.
+ */
+export type DeviceCredential = () => { until: number } | null;
+export type UserCredential = () => { until: number; user: UserRecord } | null;
+
+interface Conn {
   ws: WebSocket;
+  missedPongs: number;
+  /** when the credential runs out by itself */
+  until: number;
+  badFrames: number;
+  badSince: number;
+  /** closed by the hub (a close frame may still be on its way): nothing more is read or sent */
+  ended: boolean;
+}
+
+interface DeviceConn extends Conn {
   deviceId: number;
+  check: DeviceCredential;
   /** highest pushId sent on this socket */
   cursor: number;
-  missedPongs: number;
   flushScheduled: boolean;
 }
 
-interface UserConn {
-  ws: WebSocket;
-  reaches: (deviceId: number) => boolean;
+interface UserConn extends Conn {
+  userId: number;
+  check: UserCredential;
 }
+
+/** one user's sockets, oldest first, and its record as last read */
+interface UserGroup {
+  user: UserRecord;
+  conns: UserConn[];
+}
+
+type Checked<T> = T | null | 'failed';
 
 export class DeviceHub implements PushHub {
   readonly online = new Set<number>();
   private readonly conns = new Map<number, DeviceConn>();
-  private readonly users = new Set<UserConn>();
+  private readonly users = new Map<number, UserGroup>();
   private readonly timers: NodeJS.Timeout[] = [];
+  /** SocketAccess.stamp() when every credential was last checked */
+  private stamp: unknown = undefined;
   /** a TTL sweep is walking the events */
   private expiring = false;
   private closed = false;
@@ -64,25 +139,49 @@ export class DeviceHub implements PushHub {
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
     private readonly opts: HubOptions,
+    private readonly access: SocketAccess,
   ) {
     store.resetPresence();
     this.timers.push(setInterval(() => this.ping(), opts.pingIntervalMs).unref());
     this.timers.push(setInterval(() => this.sweep(), opts.sweepIntervalMs).unref());
     this.timers.push(setInterval(() => this.expire(), opts.expireIntervalMs).unref());
+    this.timers.push(setInterval(() => this.checkCredentials(), opts.credentialCheckMs).unref());
   }
 
   private now(): string {
     return this.clock.now().toISOString();
   }
 
+  private conn<T extends object>(ws: WebSocket, extra: T): Conn & T {
+    return { ws, missedPongs: 0, until: Infinity, badFrames: 0, badSince: 0, ended: false, ...extra };
+  }
+
+  private checked<T>(check: () => T | null, what: object): Checked<T> {
+    try {
+      return check();
+    } catch (err) {
+      this.log.error({ ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
+      this.stamp = undefined;
+      return 'failed';
+    }
+  }
+
   /** A device socket authenticated for `deviceId`. */
-  attachDevice(deviceId: number, ws: WebSocket): void {
+  attachDevice(deviceId: number, ws: WebSocket, check: DeviceCredential): void {
+    const standing = this.checked(check, { deviceId });
+    if (standing === null) {
+      ws.close(CLOSE.revoked, 'the device token was revoked, or the device disabled or deleted');
+      return;
+    }
     const old = this.conns.get(deviceId);
     if (old) {
+      // the device stays online: no offline status in between
+      old.ended = true;
       this.conns.delete(deviceId);
       old.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const conn: DeviceConn = { ws, deviceId, cursor: 0, missedPongs: 0, flushScheduled: false };
+    const conn: DeviceConn = this.conn(ws, { deviceId, check, cursor: 0, flushScheduled: false });
+    if (standing !== 'failed') conn.until = standing.until;
     this.conns.set(deviceId, conn);
     this.online.add(deviceId);
     this.store.setStatus(deviceId, 'online', this.now());
@@ -105,7 +204,63 @@ export class DeviceHub implements PushHub {
     this.log.info({ deviceId: conn.deviceId, why }, 'device disconnected');
   }
 
+  /** A user socket; `check` stands for the credential it was opened with. */
+  attachUser(ws: WebSocket, check: UserCredential): void {
+    const standing = this.checked(check, {});
+    if (standing === null || standing === 'failed') {
+      ws.close(CLOSE.revoked, 'the credential no longer stands');
+      return;
+    }
+    const userId = standing.user.id;
+    const conn: UserConn = this.conn(ws, { userId, check, until: standing.until });
+    let group = this.users.get(userId);
+    if (!group) this.users.set(userId, (group = { user: standing.user, conns: [] }));
+    group.user = standing.user;
+    group.conns.push(conn);
+    while (group.conns.length > this.opts.userSocketsMax) {
+      this.end(group.conns[0]!, CLOSE.replaced, `replaced: a user holds at most ${this.opts.userSocketsMax} sockets`);
+    }
+    ws.on('pong', () => (conn.missedPongs = 0));
+    ws.on('message', () => {
+      // a user socket only listens: any frame is an invalid one
+      if (!conn.ended) this.invalidFrame(conn, { userId });
+    });
+    ws.on('close', () => this.removeUser(conn));
+    ws.on('error', () => this.removeUser(conn));
+  }
+
+  private removeUser(conn: UserConn): void {
+    const group = this.users.get(conn.userId);
+    if (!group) return;
+    const i = group.conns.indexOf(conn);
+    if (i < 0) return;
+    group.conns.splice(i, 1);
+    if (group.conns.length === 0) this.users.delete(conn.userId);
+  }
+
+  /** Closes a socket the hub holds, with a code; it reads and sends nothing more. */
+  private end(conn: DeviceConn | UserConn, code: number, reason: string): void {
+    conn.ended = true;
+    if ('deviceId' in conn) this.detach(conn, reason);
+    else this.removeUser(conn);
+    conn.ws.close(code, reason);
+  }
+
+  /** Counts an invalid frame; true when it was one too many and the socket is closed. */
+  private invalidFrame(conn: DeviceConn | UserConn, who: object): boolean {
+    const now = Date.now();
+    if (now - conn.badSince >= INVALID_FRAMES_WINDOW_MS) {
+      conn.badSince = now;
+      conn.badFrames = 0;
+    }
+    if (++conn.badFrames <= INVALID_FRAMES_MAX) return false;
+    this.log.warn({ ...who, max: INVALID_FRAMES_MAX }, 'socket closed: too many invalid frames');
+    this.end(conn, CLOSE.invalidFrames, 'too many invalid frames');
+    return true;
+  }
+
   private onDeviceMessage(conn: DeviceConn, text: string | null): void {
+    if (conn.ended) return;
     let msg: unknown;
     try {
       msg = text === null ? null : JSON.parse(text);
@@ -118,8 +273,9 @@ export class DeviceHub implements PushHub {
       if (n > 0) this.log.debug({ deviceId: conn.deviceId, upTo: m.pushId, delivered: n }, 'pushes acknowledged');
       return;
     }
-    this.log.info({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
-    conn.ws.send(JSON.stringify({ type: 'error', message: 'expected {"type":"ack","pushId":N}' }));
+    this.log.debug({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
+    if (this.invalidFrame(conn, { deviceId: conn.deviceId })) return;
+    if (conn.ws.bufferedAmount < ERROR_REPLY_MAX) conn.ws.send(JSON.stringify({ type: 'error', message: 'expected {"type":"ack","pushId":N}' }));
   }
 
   private frame(row: PushRow): string {
@@ -137,22 +293,33 @@ export class DeviceHub implements PushHub {
     );
   }
 
-  /** Sends every pending push after the cursor, in order, batch by batch. */
+  /**
+   * Sends every pending push after the cursor, in order, batch by batch, while less than
+   * PUSH_PAUSE waits to be sent; then again once the device has read some.
+   */
   private flush(conn: DeviceConn): void {
     conn.flushScheduled = false;
     while (this.conns.get(conn.deviceId) === conn && conn.ws.readyState === conn.ws.OPEN) {
-      if (conn.ws.bufferedAmount > HIGH_WATER) {
+      if (conn.ws.bufferedAmount >= PUSH_PAUSE) {
         this.scheduleFlush(conn, 20);
         return;
       }
       const rows = this.store.pendingAfter(conn.deviceId, conn.cursor, this.opts.batch);
       if (rows.length === 0) return;
-      for (const row of rows) conn.ws.send(this.frame(row));
-      conn.cursor = rows[rows.length - 1]!.pushId;
-      this.store.markSent(
-        rows.map((r) => r.pushId),
-        this.now(),
-      );
+      const sent: number[] = [];
+      for (const row of rows) {
+        if (conn.ws.bufferedAmount >= PUSH_PAUSE) break;
+        conn.ws.send(this.frame(row));
+        sent.push(row.pushId);
+      }
+      if (sent.length > 0) {
+        conn.cursor = sent[sent.length - 1]!;
+        this.store.markSent(sent, this.now());
+      }
+      if (sent.length < rows.length) {
+        this.scheduleFlush(conn, 20);
+        return;
+      }
       if (rows.length < this.opts.batch) return;
     }
   }
@@ -172,28 +339,83 @@ export class DeviceHub implements PushHub {
       const conn = this.conns.get(deviceId);
       if (conn) this.scheduleFlush(conn);
     }
-    for (const user of this.users) {
-      const mine = events.filter((e) => user.reaches(e.deviceId));
-      if (mine.length > 0 && user.ws.readyState === user.ws.OPEN) user.ws.send(JSON.stringify({ events: mine }));
+    if (this.users.size === 0) return;
+    // a change of permissions (or a credential withdrawn) applies from this batch on
+    this.checkCredentials();
+    const deviceIds = [...new Set(events.map((e) => e.deviceId))];
+    for (const group of [...this.users.values()]) {
+      let mine: readonly EventView[];
+      try {
+        const reached = this.access.reached(group.user, deviceIds);
+        mine = reached === 'all' ? events : events.filter((e) => reached.has(e.deviceId));
+      } catch (err) {
+        this.log.error({ userId: group.user.id, err }, 'could not tell which events a user reaches; its sockets miss them');
+        continue;
+      }
+      if (mine.length === 0) continue;
+      const text = JSON.stringify({ events: mine });
+      for (const conn of [...group.conns]) this.sendUser(conn, text);
     }
   }
 
-  attachUser(ws: WebSocket, reaches: (deviceId: number) => boolean): void {
-    const conn: UserConn = { ws, reaches };
-    this.users.add(conn);
-    ws.on('close', () => this.users.delete(conn));
-    ws.on('error', () => this.users.delete(conn));
+  private sendUser(conn: UserConn, text: string): void {
+    if (conn.ended || conn.ws.readyState !== conn.ws.OPEN) return;
+    if (this.overBound(conn, { userId: conn.userId })) return;
+    conn.ws.send(text);
+  }
+
+  /** More than SEND_BUFFER_MAX waits to be sent: the client does not read. Closed with 4008. */
+  private overBound(conn: DeviceConn | UserConn, who: object): boolean {
+    if (conn.ws.bufferedAmount <= SEND_BUFFER_MAX) return false;
+    this.log.warn({ ...who, buffered: conn.ws.bufferedAmount }, 'socket closed: its client does not read what is sent');
+    this.end(conn, CLOSE.sendBufferFull, 'send buffer full: the client does not read');
+    return true;
   }
 
   deviceGone(deviceId: number): void {
     const conn = this.conns.get(deviceId);
     if (!conn) return;
-    this.detach(conn, 'token revoked or device deleted');
-    conn.ws.close(CLOSE.revoked, 'device token revoked or device deleted');
+    this.end(conn, CLOSE.revoked, 'device token revoked or device deleted');
+  }
+
+  /**
+   * Checks again the credential of every socket when access may have been withdrawn (the stamp
+   * moved), and of each socket whose credential ran out by itself. A user socket's group takes
+   * the user as stored now, so what it receives next is decided on the current record.
+   */
+  checkCredentials(): void {
+    if (this.closed) return;
+    let stamp: unknown;
+    try {
+      stamp = this.access.stamp();
+    } catch (err) {
+      this.log.error({ err }, 'could not tell whether access changed; socket credentials are checked at the next pass');
+      return;
+    }
+    const moved = stamp !== this.stamp;
+    this.stamp = stamp;
+    const now = this.clock.now().getTime();
+    for (const conn of [...this.conns.values()]) {
+      if (!moved && conn.until > now) continue;
+      const standing = this.checked(conn.check, { deviceId: conn.deviceId });
+      if (standing === null) this.end(conn, CLOSE.revoked, 'the device token was revoked, or the device disabled or deleted');
+      else if (standing !== 'failed') conn.until = standing.until;
+    }
+    for (const group of [...this.users.values()]) {
+      for (const conn of [...group.conns]) {
+        if (!moved && conn.until > now) continue;
+        const standing = this.checked(conn.check, { userId: conn.userId });
+        if (standing === null) this.end(conn, CLOSE.revoked, 'the credential no longer stands');
+        else if (standing !== 'failed') {
+          conn.until = standing.until;
+          group.user = standing.user;
+        }
+      }
+    }
   }
 
   private ping(): void {
-    for (const conn of this.conns.values()) {
+    for (const conn of [...this.conns.values()]) {
       if (conn.missedPongs >= 2) {
         this.detach(conn, 'no pong');
         conn.ws.terminate();
@@ -201,6 +423,18 @@ export class DeviceHub implements PushHub {
       }
       conn.missedPongs += 1;
       conn.ws.ping();
+    }
+    for (const group of [...this.users.values()]) {
+      for (const conn of [...group.conns]) {
+        if (conn.missedPongs >= 2) {
+          conn.ended = true;
+          this.removeUser(conn);
+          conn.ws.terminate();
+          continue;
+        }
+        conn.missedPongs += 1;
+        conn.ws.ping();
+      }
     }
   }
 
@@ -236,10 +470,14 @@ export class DeviceHub implements PushHub {
     step();
   }
 
-  /** Restart sending where the oldest unacked push waited too long. */
+  /**
+   * Restart sending where the oldest unacked push waited too long; close any socket whose
+   * client has stopped reading (more than SEND_BUFFER_MAX waiting: its pushes stay PENDING).
+   */
   sweep(): void {
     const now = this.clock.now().getTime();
-    for (const conn of this.conns.values()) {
+    for (const conn of [...this.conns.values()]) {
+      if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
       if (conn.cursor === 0) continue; // nothing sent on this socket yet
       const oldest = this.store.oldestUnacked(conn.deviceId, conn.cursor);
       if (!oldest || oldest.lastSentAt === null) continue;
@@ -249,16 +487,14 @@ export class DeviceHub implements PushHub {
         this.flush(conn);
       }
     }
+    for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.overBound(conn, { userId: conn.userId });
   }
 
   async close(): Promise<void> {
     this.closed = true;
     for (const t of this.timers) clearInterval(t);
-    for (const conn of [...this.conns.values()]) {
-      this.detach(conn, 'shutdown');
-      conn.ws.close(CLOSE.shutdown, 'server shutting down');
-    }
-    for (const u of this.users) u.ws.close(CLOSE.shutdown, 'server shutting down');
+    for (const conn of [...this.conns.values()]) this.end(conn, CLOSE.shutdown, 'server shutting down');
+    for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.end(conn, CLOSE.shutdown, 'server shutting down');
     this.users.clear();
   }
 }

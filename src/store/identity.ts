@@ -140,6 +140,17 @@ export class IdentityStore {
   reachesIncident(userId: number, incidentId: number): boolean {
     return this.reachIncident.get(incidentId, userId, userId) !== undefined;
   }
+  private reachAmong: { all(...params: unknown[]): unknown[] } | undefined;
+  /** Which of `deviceIds` the user reaches (linked to it or to a user it manages): one query for a batch. */
+  devicesReachedAmong(userId: number, deviceIds: readonly number[]): Set<number> {
+    this.reachAmong ??= this.db.$client
+      .prepare(
+        `SELECT DISTINCT device_id FROM user_devices WHERE device_id IN (SELECT value FROM json_each(?))
+         AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?))`,
+      )
+      .pluck();
+    return new Set(this.reachAmong.all(JSON.stringify(deviceIds), userId, userId) as number[]);
+  }
 
   // ---- devices
   deviceById(id: number): DeviceRecord | undefined {
