@@ -200,7 +200,9 @@ export interface paths {
          * @description Returns a new bearer token as plain text. It is shown once and stored only as
          *     a hash. `expiration` defaults to 7 days from now; a past or unparsable value
          *     is 400. A caller authenticated by a token (or a session opened with one)
-         *     gets at most that token's expiry.
+         *     gets at most that token's expiry. Any authenticated user may mint and revoke
+         *     its own tokens, readonly users included: a token carries no more than its
+         *     user's rights (a readonly user's token creates nothing either).
          */
         post: operations["createSessionToken"];
         delete?: never;
