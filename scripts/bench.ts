@@ -1,5 +1,9 @@
 // `npm run bench`: the service against a bare fastify route on this machine, at 50
-// connections, plus fixed-rate latency, matching scale and reconnect drain. Prints one table.
+// connections, plus fixed-rate latency, matching scale and reconnect drain, and what a
+// responder feels: alert latency with 2 000 devices on WebSockets, and a reconnect storm
+// against a bare `ws` server (scripts/bench/responder.ts). Prints one table.
+// `npm run bench -- --only alert,storm` runs only the parts named: `classic` (everything but
+// the responder's), `alert`, `storm`.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -15,6 +19,7 @@ import { BENCH_USER, benchCaller, seed, threeCallsigns } from './bench/seed.js';
 import { paced, type PacedResult } from './bench/paced.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
+import { formatResponder, responderBench } from './bench/responder.js';
 import { openDatabase } from '../src/store/db.js';
 import { IncidentStore } from '../src/store/incidents.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -23,6 +28,22 @@ const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
 const CONNECTIONS = 50;
 // BENCH_PROFILE=dir: the service runs under `node --cpu-prof` and writes its profile there on exit
 const PROFILE_DIR = process.env.BENCH_PROFILE;
+// BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
+// build, for profiling) instead of this tree's build
+const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
+const PARTS = ['classic', 'alert', 'storm'] as const;
+const only = ((): Set<string> => {
+  const i = process.argv.indexOf('--only');
+  const arg = i >= 0 ? process.argv[i + 1] : process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+  if (arg === undefined) return new Set(PARTS);
+  const named = arg.split(',').map((p) => p.trim());
+  const unknown = named.filter((p) => !(PARTS as readonly string[]).includes(p));
+  if (unknown.length > 0 || named.length === 0) {
+    console.error(`--only takes a comma-separated list of ${PARTS.join(', ')}; got ${arg}`);
+    process.exit(2);
+  }
+  return new Set(named);
+})();
 const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'cad-bench-'));
 const children: ChildProcess[] = [];
@@ -53,13 +74,13 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
-async function startService(dbPath: string): Promise<{ base: string; child: ChildProcess }> {
+async function startService(dbPath: string, extraEnv: Record<string, string> = {}): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
   // as `npm start` runs it (package.json): V8's helper threads sized to the machine
   const flags = ['--v8-pool-size=0', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
   const child = spawn(process.execPath, [...flags, 'dist/src/main.js'], {
-    cwd: root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL' },
+    cwd: SERVICE_ROOT ?? root,
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -198,9 +219,27 @@ async function drain(): Promise<{ ms: number; received: number }> {
   return { ms, received };
 }
 
+/** the responder's part (alert latency, reconnect storm), if --only names either */
+function runResponder(): ReturnType<typeof responderBench> | null {
+  if (!only.has('alert') && !only.has('storm')) return null;
+  console.log(`what a responder feels: ${only.has('alert') ? 'alert latency' : ''}${only.has('alert') && only.has('storm') ? ', ' : ''}${only.has('storm') ? 'reconnect storm' : ''}…`);
+  return responderBench({ root, work, alert: only.has('alert'), storm: only.has('storm'), startService, children, seconds: Number(process.env.BENCH_ALERT_S ?? 20), devices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000) });
+}
+
 async function main(): Promise<void> {
   console.log(`building…`);
   execSync('npm run -s build', { cwd: root, stdio: 'inherit' });
+  if (!only.has('classic')) {
+    const r = formatResponder((await runResponder())!);
+    console.log(r.text);
+    console.log(`\n## Checks\n`);
+    console.log(`| check | measured | target | |`);
+    console.log(`|---|---|---|---|`);
+    for (const c of r.checks) console.log(c);
+    console.log(`\n## What limits the targets not met\n`);
+    console.log(r.limits.length > 0 ? r.limits.join('\n') : 'none: every target is met');
+    return;
+  }
   console.log(`seeding 10 000 devices…`);
   const dbPath = join(work, 'bench.sqlite');
   const { pairCallsigns } = await seed(dbPath, 10_000);
@@ -316,6 +355,8 @@ async function main(): Promise<void> {
   const d = await drain();
   console.log('the incident store alone…');
   const { create: storeCreate, update: storeUpdate, alone: storeAlone } = await profileStore({ creates: 20_000, updates: 10_000, alone: 1_000 });
+  const responderRun = await runResponder();
+  const responder = responderRun ? formatResponder(responderRun) : null;
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
@@ -334,6 +375,7 @@ async function main(): Promise<void> {
   }
   console.log(`\nThe same with autocannon's overallRate (bursts each second, latencies corrected with a 1 ms interval; not a check):\n`);
   console.log(fmt(fixed));
+  if (responder) console.log(responder.text);
   console.log(`\n## Checks\n`);
   console.log(`| check | measured | target | |`);
   console.log(`|---|---|---|---|`);
@@ -345,6 +387,7 @@ async function main(): Promise<void> {
   for (const { op, r } of pacedRows) console.log(`| p99 ${op} (from due; from send ${ms(r.fromSend.p99)}) | ${ms(r.fromDue.p99)} | <= 5 ms | ${target(r.fromDue.p99 <= 5)} |`);
   console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
+  for (const c of responder?.checks ?? []) console.log(c);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);
 
   const pct = (v: number) => `${v.toFixed(0)} %`;
@@ -419,6 +462,7 @@ async function main(): Promise<void> {
       );
     }
   }
+  limits.push(...(responder?.limits ?? []));
   console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
   console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
   console.log(formatStoreProfile(storeCreate));

@@ -39,6 +39,8 @@ export interface PacedOptions {
   rate: number;
   seconds: number;
   connections: number;
+  /** called as each request is written, in order (the n-th call is the n-th body): its due and send times (performance.now()) */
+  onSent?: (due: number, sent: number) => void;
 }
 
 export interface PacedResult {
@@ -111,6 +113,7 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
       if (c.sent - c.due > 2) late++;
       next++;
       c.socket.write(bytes);
+      o.onSent?.(c.due, c.sent);
     }
   };
 

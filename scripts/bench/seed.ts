@@ -7,13 +7,17 @@ import type { UserRecord } from '../../src/store/identity.js';
 
 export const BENCH_USER = { email: 'cad@bench.test', password: 'bench-password' };
 
-/** returns callsigns that have exactly 2 devices (for the "3 callsigns × 2 devices" create) */
-export async function seed(path: string, devices: number): Promise<{ pairCallsigns: string[]; singleCallsigns: string[] }> {
+/**
+ * returns callsigns that have exactly 2 devices (for the "3 callsigns × 2 devices" create),
+ * and the ids of each callsign's devices
+ */
+export async function seed(path: string, devices: number): Promise<{ pairCallsigns: string[]; singleCallsigns: string[]; devicesOf: Map<string, number[]> }> {
   const db: Db = openDatabase({ path, synchronous: 'OFF' });
   const sqlite = db.$client;
   const hash = await hashPassword(BENCH_USER.password);
   const pairCallsigns: string[] = [];
   const singleCallsigns: string[] = [];
+  const devicesOf = new Map<string, number[]>();
   sqlite.transaction(() => {
     const user = sqlite
       .prepare(`INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit) VALUES ('CAD', ?, ?, ?, -1, 0)`)
@@ -27,16 +31,19 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
       const name = `U${group}`;
       if (size === 2) pairCallsigns.push(name);
       if (size === 1) singleCallsigns.push(name);
+      const ids: number[] = [];
+      devicesOf.set(name, ids);
       for (let i = 0; i < size; i++) {
         const id = insDevice.run(name, callsignKey(name), `bench-${made}`).lastInsertRowid;
         link.run(user, id);
+        ids.push(Number(id));
         made++;
       }
       group++;
     }
   })();
   sqlite.close();
-  return { pairCallsigns, singleCallsigns };
+  return { pairCallsigns, singleCallsigns, devicesOf };
 }
 
 /** the seeded integration user, as the incident store takes its caller (for in-process runs) */
