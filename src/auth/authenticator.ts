@@ -54,23 +54,48 @@ export class Authenticator {
     return user.expirationTime === null || Date.parse(user.expirationTime) > this.clock.now().getTime();
   }
 
-  /** Checks email + password. Returns the user, or null for unknown/wrong/disabled. */
-  async checkPassword(email: string, password: string): Promise<UserRecord | null> {
+  // Checks being hashed, by the same key as the cache: identical checks in flight (a client's
+  // parallel calls with the same Basic credentials) share one hash.
+  private readonly checking = new Map<string, Promise<UserRecord | null>>();
+
+  /**
+   * Checks email + password. Returns the user, or null for unknown/wrong/disabled. Rejects with
+   * HashQueueFull (secrets.ts), having hashed nothing, when the queue of checks is full. Call
+   * it only for an attempt the login throttle has counted: a cache hit is a right password.
+   */
+  checkPassword(email: string, password: string): Promise<UserRecord | null> {
     const emailKey = email.trim().toLowerCase();
     const cacheKey = sha256(`${emailKey}\u0000${password}`);
     const cached = this.basicCache.get(cacheKey);
     if (cached) {
       const user = this.identity.userById(cached.userId);
       // the same user, still under this email, still with this password
-      if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
+      if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return Promise.resolve(this.usable(user) ? user : null);
       this.basicCache.delete(cacheKey);
     }
+    const inFlight = this.checking.get(cacheKey);
+    if (inFlight) return inFlight;
+    const check = this.hashCheck(email, emailKey, password, cacheKey);
+    this.checking.set(cacheKey, check);
+    const done = () => {
+      this.checking.delete(cacheKey);
+    };
+    check.then(done, done);
+    return check;
+  }
+
+  /** the check of these credentials being hashed now, if there is one (nothing else is looked up) */
+  checkInFlight(email: string, password: string): Promise<UserRecord | null> | undefined {
+    return this.checking.get(sha256(`${email.trim().toLowerCase()}\u0000${password}`));
+  }
+
+  private async hashCheck(email: string, emailKey: string, password: string, cacheKey: string): Promise<UserRecord | null> {
     const user = this.identity.userByEmail(email);
     if (!user) {
-      await hashPassword(password); // same cost as a real check: no user enumeration by timing
+      await hashPassword(password, emailKey); // same cost as a real check: no user enumeration by timing
       return null;
     }
-    if (!(await verifyPassword(password, user.passwordHash))) return null;
+    if (!(await verifyPassword(password, user.passwordHash, emailKey))) return null;
     if (this.basicCache.size >= BASIC_CACHE_MAX) this.basicCache.delete(this.basicCache.keys().next().value!);
     this.basicCache.set(cacheKey, { userId: user.id, passwordHash: user.passwordHash });
     return this.usable(user) ? user : null;

@@ -8,52 +8,150 @@ const R = 8;
 const P = 1;
 const KEYLEN = 32;
 
-export interface Limited {
-  <T>(task: () => Promise<T>): Promise<T>;
-  /** tasks running, and waiting for a slot */
-  load(): { running: number; queued: number };
+/** A password check refused because the queue of checks is full: answer 503 busy. */
+export class HashQueueFull extends Error {
+  constructor(readonly retryAfterS: number) {
+    super('too many password checks are waiting');
+    this.name = 'HashQueueFull';
+  }
 }
 
-/** runs the tasks given to it, at most `n` at once, in the order given */
-export function limitConcurrency(n: number): Limited {
+export interface QueueLimits {
+  /** tasks waiting, all keys together, past which a bounded task is refused */
+  queueMax: number;
+  /** tasks waiting for one key (one account): its flood cannot fill the queue for everyone */
+  shareMax: number;
+  /** a bounded task is refused when the measured run time says it would wait longer than this */
+  maxWaitMs: number;
+}
+
+export interface Limited {
+  /** runs the task when a slot is free, however long that takes */
+  <T>(task: () => Promise<T>): Promise<T>;
+  /**
+   * Runs the task for `key` if it can start within the limits; else rejects with HashQueueFull
+   * at once (the decision is taken synchronously, in the call).
+   */
+  bounded<T>(key: string, task: () => Promise<T>): Promise<T>;
+  /** tasks running, and waiting for a slot */
+  load(): { running: number; queued: number };
+  /** sets some limits; returns all of them as they were */
+  setLimits(limits: Partial<QueueLimits>): QueueLimits;
+}
+
+const UNBOUNDED: QueueLimits = { queueMax: Infinity, shareMax: Infinity, maxWaitMs: Infinity };
+
+/**
+ * Runs the tasks given to it, at most `n` at once. Waiting tasks take turns by key (round
+ * robin), in arrival order within a key: a key with many tasks waiting delays another key's
+ * task by at most one of its own per turn.
+ */
+export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, initialRunMs = 50): Limited {
+  let current: QueueLimits = { ...UNBOUNDED, ...limits };
   let running = 0;
-  const waiting: (() => void)[] = [];
-  const limited = async <T>(task: () => Promise<T>): Promise<T> => {
-    if (running >= n) await new Promise<void>((resolve) => waiting.push(resolve));
-    else running++;
+  let queued = 0;
+  // key -> its waiting tasks; the map's order is the order of turns
+  const waiting = new Map<string, (() => void)[]>();
+  let runMs = initialRunMs; // a moving average of how long a task runs
+
+  const next = (): (() => void) | undefined => {
+    const first = waiting.entries().next();
+    if (first.done) return undefined;
+    const [key, list] = first.value;
+    const resume = list.shift()!;
+    waiting.delete(key);
+    if (list.length > 0) waiting.set(key, list); // to the back of the turns
+    queued--;
+    return resume;
+  };
+
+  const run = async <T>(key: string, task: () => Promise<T>): Promise<T> => {
+    if (running >= n) {
+      queued++;
+      await new Promise<void>((resolve) => {
+        const list = waiting.get(key);
+        if (list) list.push(resolve);
+        else waiting.set(key, [resolve]);
+      });
+    } else {
+      running++;
+    }
+    const started = performance.now();
     try {
       return await task();
     } finally {
-      const next = waiting.shift();
-      if (next) next(); // the slot passes straight to the next task
+      runMs += (performance.now() - started - runMs) / 5;
+      const resume = next();
+      if (resume) resume(); // the slot passes straight to the next task
       else running--;
     }
   };
-  return Object.assign(limited, { load: () => ({ running, queued: waiting.length }) });
+
+  const retryAfterS = (): number => Math.max(1, Math.ceil((queued * runMs) / n / 1000));
+
+  const bounded = <T>(key: string, task: () => Promise<T>): Promise<T> => {
+    if (running >= n) {
+      const mine = waiting.get(key)?.length ?? 0;
+      const waitMs = ((queued + 1) * runMs) / n;
+      if (queued >= current.queueMax || mine >= current.shareMax || waitMs > current.maxWaitMs) {
+        return Promise.reject(new HashQueueFull(retryAfterS()));
+      }
+    }
+    return run(key, task);
+  };
+
+  const limited = <T>(task: () => Promise<T>): Promise<T> => run('', task);
+  return Object.assign(limited, {
+    bounded,
+    load: () => ({ running, queued }),
+    setLimits: (next: Partial<QueueLimits>): QueueLimits => {
+      const before = current;
+      current = { ...current, ...next };
+      return before;
+    },
+  });
 }
 
 // At most two password hashes at a time. Each holds a thread of libuv's pool (four) and a core
 // for ~50 ms; the fsync that answers every incident write runs on that pool too
 // (store/wal-sync.ts), and a burst of logins, or of wrong passwords, must not queue it.
-export const scryptSlots = limitConcurrency(2);
+//
+// A login's check waits at most ~1 s: it is refused (503 busy) when the hashes ahead of it
+// would take longer by the measured run time, or when 64 wait (measured here: 22 ms a hash
+// alone, 25 ms two at a time, so 64 is ~0.8 s; at the ~50 ms of a slower machine the time
+// bound admits 40). One account has at most 8 checks waiting, so it takes 8 flooded accounts
+// to fill the queue, and the turns between accounts let another account's check start after
+// at most one of each flooded account's. Setting a password (hashPassword without a key) is
+// never refused: only authenticated callers do it.
+export const PASSWORD_CHECK_LIMITS: QueueLimits = { queueMax: 64, shareMax: 8, maxWaitMs: 1000 };
+export const scryptSlots = limitConcurrency(2, PASSWORD_CHECK_LIMITS);
 
-function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions): Promise<Buffer> {
-  return scryptSlots(
-    () =>
-      new Promise((resolve, reject) => {
-        scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key)));
-      }),
-  );
+/** Sets some limits of the password-check queue (tests make it small); returns all as they were. */
+export function setPasswordCheckLimits(limits: Partial<QueueLimits>): QueueLimits {
+  return scryptSlots.setLimits(limits);
+}
+
+/**
+ * `checkFor`: the account whose login this hash checks. Such a hash is bounded: it rejects
+ * with HashQueueFull, before hashing, when the queue or that account's share of it is full.
+ */
+function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions, checkFor?: string): Promise<Buffer> {
+  const task = () =>
+    new Promise<Buffer>((resolve, reject) => {
+      scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key)));
+    });
+  return checkFor === undefined ? scryptSlots(task) : scryptSlots.bounded(checkFor, task);
 }
 
 /** Returns `scrypt$N$r$p$salt$hash` (base64url parts). */
-export async function hashPassword(password: string): Promise<string> {
+export async function hashPassword(password: string, checkFor?: string): Promise<string> {
   const salt = randomBytes(16);
-  const key = await scrypt(password.normalize('NFC'), salt, KEYLEN, { N, r: R, p: P });
+  const key = await scrypt(password.normalize('NFC'), salt, KEYLEN, { N, r: R, p: P }, checkFor);
   return ['scrypt', N, R, P, salt.toString('base64url'), key.toString('base64url')].join('$');
 }
 
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+/** `checkFor`: as for scrypt above (a login's check is bounded) */
+export async function verifyPassword(password: string, stored: string, checkFor?: string): Promise<boolean> {
   const [alg, n, r, p, salt, hash] = stored.split('$');
   if (alg !== 'scrypt' || !n || !r || !p || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');
@@ -61,7 +159,7 @@ export async function verifyPassword(password: string, stored: string): Promise<
     N: Number(n),
     r: Number(r),
     p: Number(p),
-  });
+  }, checkFor);
   return timingSafeEqual(key, expected);
 }
 

@@ -5,18 +5,21 @@
 // Rules: on a protected operation an Authorization header must authenticate (else 401);
 // without one, a session cookie may; no credential at all is 401 with WWW-Authenticate. On a
 // public operation a header that does not authenticate is only noted (GET /session then
-// answers 401). Throttled Basic credentials are 429 everywhere.
+// answers 401). Throttled Basic credentials are 429 everywhere, and 503 when the queue of
+// password checks is full.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../auth/authenticator.js';
-import { problems, type Problem } from './problem.js';
+import { Problem, problems } from './problem.js';
 import type { LoginThrottle } from '../auth/throttle.js';
+import { HashQueueFull } from '../auth/secrets.js';
+import type { UserRecord } from '../store/identity.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
     /** an Authorization header was sent on a public operation and did not authenticate */
     credentialsRejected: boolean;
-    /** set when authentication must answer something other than 401 (429 throttled) */
+    /** set when authentication must answer something other than 401 (429 throttled, 503 busy) */
     authProblem?: Problem;
   }
 }
@@ -55,25 +58,54 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
 }
 
 /**
+ * A login: POST /session, or Basic credentials on any call. The attempt is counted by the
+ * throttle before anything is awaited, so parallel guesses cannot outrun the count; a right
+ * password gives it back, a check the full queue refused (503 busy) does not count. Returns
+ * the user, or null for wrong credentials; throws the 429 or 503 problem.
+ *
+ * A throttled attempt is answered 429 without a look at the password, except when the very
+ * same credentials are being checked already (a client's parallel calls before its first
+ * answer): it shares that check's answer, which tells nothing the other caller is not told.
+ */
+export async function checkLogin(auth: Authenticator, throttle: LoginThrottle, ip: string, email: string, password: string): Promise<UserRecord | null> {
+  const attempt = throttle.attempt(ip, email);
+  if (!attempt.ok) {
+    const same = auth.checkInFlight(email, password);
+    const user = same ? await same.catch(() => null) : null;
+    if (user) return user;
+    throw problems.tooManyRequests(attempt.retryAfter);
+  }
+  let user: UserRecord | null;
+  try {
+    user = await auth.checkPassword(email, password);
+  } catch (err) {
+    attempt.withdrawn();
+    if (err instanceof HashQueueFull) throw problems.busy(err.retryAfterS);
+    throw err;
+  }
+  if (user) attempt.succeeded();
+  else attempt.failed();
+  return user;
+}
+
+/**
  * Basic credentials are a login on every call, so they are throttled like POST /session:
- * failures count per address and per (account, address); a throttled caller gets 429.
+ * failures count per address and per (account, address); a throttled caller gets 429, and
+ * a full queue of password checks 503.
  */
 export function registerBasicAuth(app: FastifyInstance, auth: Authenticator, throttle: LoginThrottle): Promise<void> {
   return app.register(import('@fastify/basic-auth'), {
     authenticate: false,
     async validate(username: string, password: string, req: FastifyRequest) {
-      const wait = throttle.retryAfter(req.ip, username);
-      if (wait > 0) {
-        req.authProblem = problems.tooManyRequests(wait);
-        throw req.authProblem;
+      let user: UserRecord | null;
+      try {
+        user = await checkLogin(auth, throttle, req.ip, username, password);
+      } catch (err) {
+        if (err instanceof Problem) req.authProblem = err;
+        throw err;
       }
-      const principal = await auth.basic(username, password);
-      if (!principal) {
-        throttle.failed(req.ip, username);
-        throw new Error('bad credentials');
-      }
-      throttle.succeeded(req.ip, username);
-      req.principal = principal;
+      if (!user) throw new Error('bad credentials');
+      req.principal = { user, method: 'basic', token: null, session: null };
     },
   }) as unknown as Promise<void>;
 }

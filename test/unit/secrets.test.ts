@@ -1,8 +1,9 @@
 // Password hashing takes at most SCRYPT_CONCURRENCY threads of libuv's pool, which the fsync
-// of every incident write shares (src/store/wal-sync.ts).
+// of every incident write shares (src/store/wal-sync.ts). A login's check waits in a bounded
+// queue where accounts take turns; a full queue refuses it at once.
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { hashPassword, limitConcurrency, scryptSlots, sha256, verifyPassword } from '../../src/auth/secrets.js';
+import { HashQueueFull, hashPassword, limitConcurrency, scryptSlots, setPasswordCheckLimits, sha256, verifyPassword } from '../../src/auth/secrets.js';
 
 t.test('when more tasks arrive than the limit, then at most that many run at once, in arrival order', async (t) => {
   const limit = limitConcurrency(2);
@@ -52,4 +53,90 @@ t.test('sha256 gives the standard digest in lowercase hex (tokens are stored and
   t.equal(sha256('abc'), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   t.equal(sha256(''), 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
   t.equal(sha256('é'), createHash('sha256').update(Buffer.from('é', 'utf8')).digest('hex'));
+});
+
+/** a task that runs until the test releases it */
+function held() {
+  const release: (() => void)[] = [];
+  const task = () => new Promise<void>((r) => release.push(r));
+  return { task, release: async () => { release.shift()?.(); await new Promise((r) => setImmediate(r)); }, get held() { return release.length; } };
+}
+
+t.test('when the queue of bounded tasks is full, then the next is refused at once and never runs', async (t) => {
+  const limit = limitConcurrency(2, { queueMax: 2 });
+  const h = held();
+  const admitted = Array.from({ length: 4 }, (_, i) => limit.bounded(`k${i}`, h.task));
+  let ran = false;
+  const refused = limit.bounded('k9', async () => {
+    ran = true;
+  });
+  await t.rejects(refused, HashQueueFull, 'refused');
+  await refused.catch((err: HashQueueFull) => t.ok(Number.isInteger(err.retryAfterS) && err.retryAfterS >= 1, `Retry-After ${err.retryAfterS} s`));
+  t.notOk(ran, 'the refused task never ran');
+  t.same(limit.load(), { running: 2, queued: 2 });
+  const waited = limit(h.task);
+  t.same(limit.load(), { running: 2, queued: 3 }, 'a task without a key waits, however full the queue is');
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([...admitted, waited]);
+  t.same(limit.load(), { running: 0, queued: 0 });
+});
+
+t.test('when one key has its share of the queue, then its next task is refused and another key\'s is not', async (t) => {
+  const limit = limitConcurrency(2, { queueMax: 10, shareMax: 3 });
+  const h = held();
+  const flood = Array.from({ length: 5 }, () => limit.bounded('A', h.task));
+  await t.rejects(limit.bounded('A', h.task), HashQueueFull, 'A is over its share');
+  const other = limit.bounded('B', h.task);
+  t.same(limit.load(), { running: 2, queued: 4 });
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([...flood, other]);
+});
+
+t.test('when keys take turns, then a key with many tasks waiting delays another key\'s by at most one', async (t) => {
+  const limit = limitConcurrency(1);
+  const order: string[] = [];
+  const h = held();
+  const run = (key: string, label: string) =>
+    limit.bounded(key, async () => {
+      order.push(label);
+      await h.task();
+    });
+  const all = [run('A', 'a1'), run('A', 'a2'), run('A', 'a3'), run('A', 'a4'), run('B', 'b1'), run('C', 'c1'), run('B', 'b2')];
+  await new Promise((r) => setImmediate(r));
+  while (order.length < all.length) await h.release();
+  await h.release();
+  await Promise.all(all);
+  t.same(order, ['a1', 'a2', 'b1', 'c1', 'a3', 'b2', 'a4'], 'round robin by key, in arrival order within a key');
+});
+
+t.test('when the tasks ahead would take longer than maxWaitMs by their measured run time, then a bounded task is refused', async (t) => {
+  const limit = limitConcurrency(2, { maxWaitMs: 100 }, 50);
+  const h = held();
+  const admitted = [limit.bounded('a', h.task), limit.bounded('b', h.task)];
+  for (let i = 0; i < 4; i++) admitted.push(limit.bounded(`q${i}`, h.task));
+  await t.rejects(limit.bounded('late', h.task), HashQueueFull, 'four waiting at 50 ms two at a time is 100 ms: the fifth is refused');
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all(admitted);
+  const fast = limitConcurrency(2, { maxWaitMs: 100 }, 50);
+  for (let i = 0; i < 40; i++) await fast.bounded('x', async () => i);
+  const h2 = held();
+  const more = Array.from({ length: 12 }, (_, i) => fast.bounded(`k${i}`, h2.task));
+  t.same(fast.load(), { running: 2, queued: 10 }, 'tasks measured fast let more wait');
+  while (h2.held > 0 || fast.load().queued > 0) await h2.release();
+  await Promise.all(more);
+});
+
+t.test('when the password-check queue is full, then a login\'s check is refused before hashing, and setting a password waits', async (t) => {
+  const before = setPasswordCheckLimits({ queueMax: 1, maxWaitMs: Infinity });
+  t.teardown(() => {
+    setPasswordCheckLimits(before);
+  });
+  const stored = await hashPassword('right horse battery');
+  const checks = Array.from({ length: 3 }, () => verifyPassword('right horse battery', stored, 'a@example.test'));
+  await t.rejects(verifyPassword('right horse battery', stored, 'b@example.test'), HashQueueFull, 'a fourth check is refused');
+  await t.rejects(hashPassword('anything', 'nobody@example.test'), HashQueueFull, 'so is the stand-in hash for an unknown account');
+  const setting = hashPassword('a new password');
+  t.same(scryptSlots.load(), { running: 2, queued: 2 });
+  t.same(await Promise.all(checks), [true, true, true]);
+  t.match(await setting, /^scrypt\$/);
 });

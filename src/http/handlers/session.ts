@@ -1,6 +1,6 @@
 // Sessions and tokens, as the interface and DESIGN section 3 say.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { caller, SESSION_COOKIE } from '../security.js';
+import { caller, checkLogin, SESSION_COOKIE } from '../security.js';
 import { problems } from '../problem.js';
 import { publicUser } from '../mappers.js';
 import { SESSION_IDLE_MS } from '../../auth/authenticator.js';
@@ -40,15 +40,11 @@ export class SessionHandlers {
 
   createSession: Handler<'createSession'> = async (req, reply) => {
     const { email, password } = req.body;
-    const wait = this.throttle.retryAfter(req.ip, email);
-    if (wait > 0) throw problems.tooManyRequests(wait);
-    const user = await this.ctx.auth.checkPassword(email, password);
+    const user = await checkLogin(this.ctx.auth, this.throttle, req.ip, email, password);
     if (!user) {
-      this.throttle.failed(req.ip, email);
       req.log.info({ email }, 'login failed');
       throw problems.unauthorized('Unknown email or wrong password, or the account is disabled or expired.');
     }
-    this.throttle.succeeded(req.ip, email);
     this.setCookie(req, reply, this.ctx.auth.openSession(user.id));
     return publicUser(user);
   };
