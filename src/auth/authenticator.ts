@@ -3,6 +3,8 @@
 import type { Clock } from '../clock.js';
 import { instant, iso } from '../clock.js';
 import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../store/identity.js';
+import { isStorageError } from '../store/errors.js';
+import { problems } from '../http/problem.js';
 import { hashPassword, looksLikeSecret, newSecret, sha256, verifyPassword } from './secrets.js';
 
 export type AuthMethod = 'basic' | 'bearer' | 'session';
@@ -33,6 +35,27 @@ interface TokenCacheEntry {
   generation: number;
   user: UserRecord;
   token: TokenRecord;
+  /** who opened the session the token was minted in, as this user */
+  impersonator: UserRecord | null;
+}
+
+/** a credential the disk refused to store is never handed out: 503, nothing written */
+function stored<T>(write: () => T): T {
+  try {
+    return write();
+  } catch (err) {
+    if (isStorageError(err)) throw problems.storageUnavailable();
+    throw err;
+  }
+}
+
+/** a write that may be lost (a session's last-seen time, an expired session's row) */
+function bestEffort(write: () => void): void {
+  try {
+    write();
+  } catch (err) {
+    if (!isStorageError(err)) throw err;
+  }
 }
 const TOKEN_CACHE_MAX = 10_000;
 
@@ -112,16 +135,36 @@ export class Authenticator {
     const hash = sha256(token);
     const cached = this.tokenCache.get(hash);
     if (cached && cached.generation === this.identity.generation) {
-      return this.tokenLive(cached.token) && this.usable(cached.user) ? { user: cached.user, token: cached.token } : null;
+      const live = this.tokenLive(cached.token) && this.usable(cached.user) && (cached.impersonator === null || this.usable(cached.impersonator));
+      return live ? { user: cached.user, token: cached.token } : null;
     }
     const generation = this.identity.generation;
     const record = this.identity.tokenByHashValue(hash);
     if (!record || record.userId === null || !this.tokenLive(record)) return null;
     const user = this.identity.userById(record.userId);
     if (!user || !this.usable(user)) return null;
+    let impersonator: UserRecord | null = null;
+    if (record.impersonatorId !== null) {
+      impersonator = this.impersonatorOf(record.impersonatorId, user);
+      if (!impersonator) return null;
+    }
     if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
-    this.tokenCache.set(hash, { generation, user, token: record });
+    this.tokenCache.set(hash, { generation, user, token: record, impersonator });
     return { user, token: record };
+  }
+
+  /**
+   * The impersonator, if it may still act as `user` (checked at every use, not only when the
+   * session was opened): usable, and an administrator, or the manager of a user who is neither
+   * an administrator nor a manager (GET /session/{id}'s rule). Null once the link that allowed
+   * it is gone.
+   */
+  private impersonatorOf(impersonatorId: number, user: UserRecord): UserRecord | null {
+    const impersonator = this.identity.userById(impersonatorId);
+    if (!impersonator || !this.usable(impersonator)) return null;
+    if (impersonator.administrator) return impersonator;
+    const manages = impersonator.userLimit !== 0 && !user.administrator && user.userLimit === 0 && this.identity.manages(impersonator.id, user.id);
+    return manages ? impersonator : null;
   }
 
   bearer(token: string): Principal | null {
@@ -140,7 +183,7 @@ export class Authenticator {
     if (!session) return null;
     const now = this.clock.now().getTime();
     if (Date.parse(session.lastSeenAt) + SESSION_IDLE_MS <= now) {
-      this.identity.deleteSession(session.id);
+      bestEffort(() => this.identity.deleteSession(session.id));
       return null;
     }
     let token: TokenRecord | null = null;
@@ -150,36 +193,40 @@ export class Authenticator {
     }
     const user = this.identity.userById(session.userId);
     if (!user || !this.usable(user)) return null;
-    if (session.impersonatorId !== null) {
-      const impersonator = this.identity.userById(session.impersonatorId);
-      if (!impersonator || !this.usable(impersonator)) return null;
-    }
-    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) this.identity.touchSession(session.id, iso(this.clock.now()));
+    if (session.impersonatorId !== null && !this.impersonatorOf(session.impersonatorId, user)) return null;
+    if (token?.impersonatorId != null && !this.impersonatorOf(token.impersonatorId, user)) return null;
+    // reads keep working on a full disk: the session's last-seen time is written when it can be
+    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) bestEffort(() => this.identity.touchSession(session.id, iso(this.clock.now())));
     return { user, method: 'session', token, session };
   }
 
   /** Opens a session; returns the cookie value (shown once, stored hashed). */
   openSession(userId: number, opts: { token?: TokenRecord | null; impersonatorId?: number | null } = {}): string {
     const value = newSecret();
-    this.identity.insertSession({
-      hash: sha256(value),
-      userId,
-      tokenId: opts.token?.id ?? null,
-      impersonatorId: opts.impersonatorId ?? null,
-      at: iso(this.clock.now()),
-    });
+    stored(() =>
+      this.identity.insertSession({
+        hash: sha256(value),
+        userId,
+        tokenId: opts.token?.id ?? null,
+        impersonatorId: opts.impersonatorId ?? null,
+        at: iso(this.clock.now()),
+      }),
+    );
     return value;
   }
 
   closeSession(cookieValue: string): void {
     if (!looksLikeSecret(cookieValue)) return;
     const session = this.identity.sessionByHashValue(sha256(cookieValue));
-    if (session) this.identity.deleteSession(session.id);
+    if (session) stored(() => this.identity.deleteSession(session.id));
   }
 
   /**
    * Mints a user token. Default lifetime TOKEN_DEFAULT_DAYS; a past or unparsable
    * `expiration` is refused; a caller holding a token gets at most that token's expiry.
+   * That token is the new one's parent: revoking it revokes the new one (store/identity.ts).
+   * Minted in an impersonation session, the token ends as that session would.
+   * A parent revoked since the request was authenticated refuses it (401).
    */
   mintUserToken(principal: Principal, expiration: string | undefined): MintResult {
     const now = this.clock.now().getTime();
@@ -194,18 +241,31 @@ export class Authenticator {
     }
     if (principal.token?.expiresAt) expiresAt = Math.min(expiresAt, Date.parse(principal.token.expiresAt));
     const token = newSecret();
-    const record = this.identity.insertToken({
-      hash: sha256(token),
-      userId: principal.user.id,
-      createdAt: new Date(now).toISOString(),
-      expiresAt: new Date(expiresAt).toISOString(),
-    });
+    const parent = principal.token;
+    const impersonatorId = principal.session?.impersonatorId ?? parent?.impersonatorId ?? null;
+    const record = stored(() =>
+      this.identity.transaction(() => {
+        // decided where the child is written: a parent revoked meanwhile has no live children
+        if (parent) {
+          const current = this.identity.tokenById(parent.id);
+          if (!current || !this.tokenLive(current)) throw problems.unauthorized('The token this request was authenticated with was revoked or has expired.');
+        }
+        return this.identity.insertToken({
+          hash: sha256(token),
+          userId: principal.user.id,
+          parentId: parent?.id ?? null,
+          impersonatorId,
+          createdAt: new Date(now).toISOString(),
+          expiresAt: new Date(expiresAt).toISOString(),
+        });
+      }),
+    );
     return { ok: true, token, record };
   }
 
   mintDeviceToken(deviceId: number): string {
     const token = newSecret();
-    this.identity.insertToken({ hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: null });
+    stored(() => this.identity.insertToken({ hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: null }));
     return token;
   }
 
@@ -222,7 +282,7 @@ export class Authenticator {
     if (!looksLikeSecret(token)) return 'unknown';
     const record = this.identity.tokenByHashValue(sha256(token));
     if (!record) return 'unknown';
-    this.identity.revokeToken(record.id, iso(this.clock.now()));
+    stored(() => this.identity.revokeToken(record.id, iso(this.clock.now())));
     return 'revoked';
   }
 

@@ -1,5 +1,8 @@
 // Users, devices, the links between them, tokens and sessions. The only code that reads or
-// writes those tables.
+// writes those tables. Every write runs to its end inside a transaction, so a write the disk
+// refused (SQLITE_FULL, an I/O error: errors.ts) throws instead of returning a row that was
+// never stored: better-sqlite3's `get()` steps once and resets, and in autocommit mode the
+// reset's failed COMMIT is never reported.
 import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
@@ -34,6 +37,8 @@ export class IdentityStore {
   private readonly sessionByHash;
   private readonly reachDevice;
   private readonly reachIncident;
+  private readonly revokeTokenTree;
+  private readonly revokeUserTokenTrees;
 
   constructor(private readonly db: Db) {
     this.byId = db.select().from(users).where(eq(users.id, sql.placeholder('id'))).prepare();
@@ -46,6 +51,14 @@ export class IdentityStore {
       );
     this.reachDevice = linkedOrManaged('user_devices', 'device_id');
     this.reachIncident = linkedOrManaged('user_incidents', 'incident_id');
+    // a token and every token minted under it, however deep
+    const revokeTrees = (roots: string) =>
+      db.$client.prepare(
+        `WITH RECURSIVE tree(id) AS (SELECT id FROM tokens WHERE ${roots} UNION SELECT t.id FROM tokens t JOIN tree ON t.parent_id = tree.id)
+         UPDATE tokens SET revoked_at = ? WHERE id IN tree AND revoked_at IS NULL`,
+      );
+    this.revokeTokenTree = revokeTrees('id = ?');
+    this.revokeUserTokenTrees = revokeTrees('user_id = ?');
   }
 
   /** runs fn in one transaction (a savepoint when nested) */
@@ -88,7 +101,7 @@ export class IdentityStore {
   }
   insertUser(values: Omit<NewUser, 'emailKey' | 'id'>): UserRecord {
     try {
-      return this.db.insert(users).values({ ...values, emailKey: values.email.trim().toLowerCase() }).returning().get();
+      return this.transaction(() => this.db.insert(users).values({ ...values, emailKey: values.email.trim().toLowerCase() }).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'email');
     }
@@ -97,7 +110,7 @@ export class IdentityStore {
     this.generation++;
     const set = values.email === undefined ? values : { ...values, emailKey: values.email.trim().toLowerCase() };
     try {
-      return this.db.update(users).set(set).where(eq(users.id, id)).returning().get()!;
+      return this.transaction(() => this.db.update(users).set(set).where(eq(users.id, id)).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'email');
     }
@@ -181,14 +194,14 @@ export class IdentityStore {
   }
   insertDevice(values: Omit<NewDevice, 'id'>): DeviceRecord {
     try {
-      return this.db.insert(devices).values(values).returning().get();
+      return this.transaction(() => this.db.insert(devices).values(values).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'uniqueId');
     }
   }
   updateDevice(id: number, values: Partial<Omit<NewDevice, 'id'>>): DeviceRecord {
     try {
-      return this.db.update(devices).set(values).where(eq(devices.id, id)).returning().get()!;
+      return this.transaction(() => this.db.update(devices).set(values).where(eq(devices.id, id)).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'uniqueId');
     }
@@ -222,8 +235,16 @@ export class IdentityStore {
   }
 
   // ---- tokens
-  insertToken(values: { hash: string; userId?: number; deviceId?: number; createdAt: string; expiresAt: string | null }): TokenRecord {
-    return this.db.insert(tokens).values(values).returning().get();
+  insertToken(values: {
+    hash: string;
+    userId?: number;
+    deviceId?: number;
+    parentId?: number | null;
+    impersonatorId?: number | null;
+    createdAt: string;
+    expiresAt: string | null;
+  }): TokenRecord {
+    return this.transaction(() => this.db.insert(tokens).values(values).returning().all()[0]!);
   }
   tokenById(id: number): TokenRecord | undefined {
     return this.db.select().from(tokens).where(eq(tokens.id, id)).get();
@@ -231,9 +252,15 @@ export class IdentityStore {
   tokenByHashValue(hash: string): TokenRecord | undefined {
     return this.tokenByHash.get({ hash });
   }
+  /** revokes the token and every token minted under it */
   revokeToken(id: number, at: string): void {
     this.generation++;
-    this.db.update(tokens).set({ revokedAt: at }).where(and(eq(tokens.id, id), isNull(tokens.revokedAt))).run();
+    this.revokeTokenTree.run(id, at);
+  }
+  /** revokes every token of the user, and every token minted under one of them */
+  revokeUserTokens(userId: number, at: string): number {
+    this.generation++;
+    return this.revokeUserTokenTrees.run(userId, at).changes;
   }
   revokeDeviceTokens(deviceId: number, at: string): number {
     this.generation++;
@@ -249,18 +276,21 @@ export class IdentityStore {
 
   // ---- sessions
   insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }): SessionRecord {
-    return this.db
-      .insert(sessions)
-      .values({
-        hash: values.hash,
-        userId: values.userId,
-        tokenId: values.tokenId,
-        impersonatorId: values.impersonatorId,
-        createdAt: values.at,
-        lastSeenAt: values.at,
-      })
-      .returning()
-      .get();
+    return this.transaction(
+      () =>
+        this.db
+          .insert(sessions)
+          .values({
+            hash: values.hash,
+            userId: values.userId,
+            tokenId: values.tokenId,
+            impersonatorId: values.impersonatorId,
+            createdAt: values.at,
+            lastSeenAt: values.at,
+          })
+          .returning()
+          .all()[0]!,
+    );
   }
   sessionByHashValue(hash: string): SessionRecord | undefined {
     return this.sessionByHash.get({ hash });

@@ -84,7 +84,8 @@ t.test('users', async (t) => {
     t.equal(res.headers['content-type'], 'application/json; charset=utf-8');
     const user = json(res);
     t.notOk('password' in user, 'no password key');
-    t.has(user, { name: 'A', email: 'a@example.test', administrator: false, readonly: false, disabled: false, deviceLimit: -1, userLimit: 0 });
+    // deviceLimit: USER_DEFAULT_DEVICE_LIMIT, 0 unless configured (DESIGN section 7)
+    t.has(user, { name: 'A', email: 'a@example.test', administrator: false, readonly: false, disabled: false, deviceLimit: 0, userLimit: 0 });
     t.type(user.id, 'number');
     t.equal((await login(app, 'a@example.test', 'a-password-1')).statusCode, 200, 'the new user can log in');
     const fetched = await call(app, adminAuth(), 'GET', `/api/users/${user.id}`);
@@ -499,6 +500,8 @@ t.test('devices and reach', async (t) => {
 
   t.test('when a user creates a device, then it is linked to it and server-owned fields are ignored', async (t) => {
     const w = await world(t);
+    // new users create no devices unless given a deviceLimit (USER_DEFAULT_DEVICE_LIMIT is 0)
+    await putUser(w.app, adminAuth(), w.sId, { name: 'S', email: 's@example.test', deviceLimit: -1 });
     const res = await call(w.app, w.s, 'POST', '/api/devices', { name: 'S2', uniqueId: 's2', status: 'online', lastUpdate: '2020-01-01T00:00:00Z', id: 77 });
     t.equal(res.statusCode, 200);
     t.has(json(res), { name: 'S2', uniqueId: 's2', status: 'unknown', lastUpdate: null, disabled: false });

@@ -2,7 +2,8 @@
 // match; its key is stored alongside so matching is an indexed equality lookup.
 import { callsignKey } from '../../domain/callsign.js';
 import type { Principal } from '../../auth/authenticator.js';
-import { UniqueViolation, type DeviceRecord } from '../../store/identity.js';
+import { UniqueViolation, type DeviceRecord, type UserRecord } from '../../store/identity.js';
+import { isStorageError } from '../../store/errors.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicDevice } from '../mappers.js';
@@ -11,6 +12,19 @@ import { requireWritable, type Context } from './context.js';
 
 function uniqueIdTaken(): never {
   throw problems.conflict('unique-id-taken', 'Another device already has this uniqueId.');
+}
+
+function storageUnavailable(err: unknown): void {
+  if (isStorageError(err)) throw problems.storageUnavailable();
+}
+
+/** 403 unless the user may create one more device (administrators always may) */
+function mayCreateDevice(user: UserRecord, owned: () => number): void {
+  if (user.administrator) return;
+  if (user.deviceReadonly) throw problems.forbidden('This user may not create devices (deviceReadonly).');
+  if (user.deviceLimit !== -1 && owned() >= user.deviceLimit) {
+    throw problems.forbidden(`This user's deviceLimit (${user.deviceLimit}) is reached.`);
+  }
 }
 
 function writable(body: Schemas['DeviceWrite']) {
@@ -55,22 +69,21 @@ export class DeviceHandlers {
     const p = caller(req);
     requireWritable(p);
     const me = p.user;
-    if (!me.administrator) {
-      if (me.deviceReadonly) throw problems.forbidden('This user may not create devices (deviceReadonly).');
-      if (me.deviceLimit !== -1 && this.ctx.identity.countDevicesOf(me.id) >= me.deviceLimit) {
-        throw problems.forbidden(`This user's deviceLimit (${me.deviceLimit}) is reached.`);
-      }
-    }
     try {
       const device = this.ctx.identity.transaction(() => {
+        // the user and its limit as they are where the device is written, not as authenticated
+        const creator = this.ctx.identity.userById(me.id);
+        if (!creator) throw problems.unauthorized();
+        mayCreateDevice(creator, () => this.ctx.identity.countDevicesOf(creator.id));
         const d = this.ctx.identity.insertDevice(writable(req.body));
-        this.ctx.identity.linkDevice(me.id, d.id);
+        this.ctx.identity.linkDevice(creator.id, d.id);
         return d;
       });
       req.log.info({ deviceId: device.id, by: me.id }, 'device created');
       return publicDevice(device);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
+      storageUnavailable(err);
       throw err;
     }
   };
@@ -82,6 +95,7 @@ export class DeviceHandlers {
       return publicDevice(this.ctx.identity.updateDevice(device.id, writable(req.body)));
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
+      storageUnavailable(err);
       throw err;
     }
   };

@@ -1,6 +1,7 @@
 // User administration with Traccar's shapes and DESIGN section 4's rules.
 import { hashPassword } from '../../auth/secrets.js';
 import { UniqueViolation, type UserRecord } from '../../store/identity.js';
+import { isStorageError } from '../../store/errors.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicUser } from '../mappers.js';
@@ -11,8 +12,32 @@ import { requireWritable, type Context } from './context.js';
 type UserFields = Schemas['UserFields'];
 
 /** settings only an administrator (or, except `administrator` and `userLimit`, a manager of the user) may change */
-const PRIVILEGED = ['administrator', 'readonly', 'disabled', 'expirationTime', 'deviceLimit', 'userLimit', 'deviceReadonly', 'limitCommands'] as const;
+const PRIVILEGED = ['administrator', 'readonly', 'disabled', 'expirationTime', 'deviceLimit', 'userLimit', 'deviceReadonly', 'limitCommands', 'fixedEmail'] as const;
 const MANAGER_MAY_NOT = new Set<string>(['administrator', 'userLimit']);
+
+// An email that only looks like another: invisible and format characters (U+200B, bidi
+// controls, soft hyphen, BOM), control characters, any space or separator, private-use,
+// unassigned and surrogate code points. Letters of any script are fine.
+const LOOK_ALIKE = /[\p{Cc}\p{Cf}\p{Z}\p{Co}\p{Cn}\p{Cs}\p{Default_Ignorable_Code_Point}]/u;
+
+/** 400 for an email with characters that hide what it is */
+function checkEmail(email: string | undefined): void {
+  if (email === undefined || !LOOK_ALIKE.test(email)) return;
+  throw problems.badRequest('`email` must not contain spaces, invisible, format or control characters.', [
+    { path: '/body/email', message: 'must not contain spaces, invisible, format or control characters' },
+  ]);
+}
+
+const emailKey = (email: string) => email.trim().toLowerCase();
+
+/** may a creator with this deviceLimit give `limit` to a user (-1: unlimited)? */
+function withinDeviceLimit(limit: number, creatorLimit: number): boolean {
+  return creatorLimit === -1 || (limit !== -1 && limit <= creatorLimit);
+}
+
+function storageUnavailable(err: unknown): void {
+  if (isStorageError(err)) throw problems.storageUnavailable();
+}
 
 function columns(body: UserFields): Partial<Omit<UserRecord, 'id' | 'emailKey' | 'passwordHash'>> {
   const out: Record<string, unknown> = {};
@@ -62,31 +87,53 @@ export class UserHandlers {
     return publicUser(target);
   };
 
+  /**
+   * The deviceLimit the new user gets, after 403 when a manager may not create it: managers
+   * create ordinary users, up to their userLimit, who create no more devices than they may.
+   * Without one in the body: unlimited for a new administrator or manager (only an
+   * administrator creates those), else USER_DEFAULT_DEVICE_LIMIT, no more than the creator's.
+   */
+  private creationRules(creator: UserRecord, body: UserFields): number {
+    const asked = body.deviceLimit;
+    const defaultLimit = body.administrator || (body.userLimit ?? 0) !== 0 ? -1 : this.ctx.config.userDefaultDeviceLimit;
+    if (creator.administrator) return asked ?? defaultLimit;
+    if (!this.ctx.access.isManager(creator)) throw problems.forbidden('Only administrators and managers create users.');
+    if (body.administrator || (body.userLimit ?? 0) !== 0) {
+      throw problems.forbidden('Managers create ordinary users only (no administrator, userLimit 0).');
+    }
+    if (creator.userLimit !== -1 && this.ctx.identity.managedUserIds(creator.id).length >= creator.userLimit) {
+      throw problems.forbidden(`This manager's userLimit (${creator.userLimit}) is reached.`);
+    }
+    if (asked === undefined) return withinDeviceLimit(defaultLimit, creator.deviceLimit) ? defaultLimit : creator.deviceLimit;
+    if (!withinDeviceLimit(asked, creator.deviceLimit)) {
+      throw problems.forbidden(`A manager gives no more devices than its own deviceLimit (${creator.deviceLimit}).`);
+    }
+    return asked;
+  }
+
   createUser: Handler<'createUser'> = async (req) => {
     const p = caller(req);
     const me = p.user;
     requireWritable(p);
     const body = req.body;
-    if (!me.administrator) {
-      if (!this.ctx.access.isManager(me)) throw problems.forbidden('Only administrators and managers create users.');
-      if (body.administrator || (body.userLimit ?? 0) !== 0) {
-        throw problems.forbidden('Managers create ordinary users only (no administrator, userLimit 0).');
-      }
-      if (me.userLimit !== -1 && this.ctx.identity.managedUserIds(me.id).length >= me.userLimit) {
-        throw problems.forbidden(`This manager's userLimit (${me.userLimit}) is reached.`);
-      }
-    }
+    checkEmail(body.email);
+    this.creationRules(me, body); // refused before the password is hashed, when it can be told now
     const passwordHash = await hashPassword(body.password);
-        try {
+    try {
       const created = this.ctx.identity.transaction(() => {
-        const user = this.ctx.identity.insertUser({ ...columns(body), name: body.name, email: body.email, passwordHash });
-        if (!me.administrator) this.ctx.identity.linkManagedUser(me.id, user.id);
+        // decided again where the user is written: parallel creates all passed the check above
+        const creator = this.ctx.identity.userById(me.id);
+        if (!creator) throw problems.unauthorized();
+        const deviceLimit = this.creationRules(creator, body);
+        const user = this.ctx.identity.insertUser({ ...columns(body), deviceLimit, name: body.name, email: body.email, passwordHash });
+        if (!creator.administrator) this.ctx.identity.linkManagedUser(creator.id, user.id);
         return user;
       });
       req.log.info({ userId: created.id, by: me.id }, 'user created');
       return publicUser(created);
     } catch (err) {
       if (err instanceof UniqueViolation) emailTaken();
+      storageUnavailable(err);
       throw err;
     }
   };
@@ -94,6 +141,7 @@ export class UserHandlers {
   updateUser: Handler<'updateUser'> = async (req) => {
     const p = caller(req);
     const me = p.user;
+    checkEmail(req.body.email);
     const target = this.ctx.identity.userById(req.params.id);
     if (!target) throw problems.notFound(`No user ${req.params.id}.`);
     requireWritable(p);
@@ -105,6 +153,12 @@ export class UserHandlers {
       for (const field of PRIVILEGED) {
         if (changes[field] === undefined || changes[field] === target[field]) continue;
         if (isSelf || MANAGER_MAY_NOT.has(field)) throw problems.forbidden(`Only an administrator may change \`${field}\`.`);
+      }
+      if (isSelf && target.fixedEmail && changes.email !== undefined && emailKey(changes.email) !== target.emailKey) {
+        throw problems.forbidden('This user\'s email is fixed (fixedEmail): only an administrator or its manager may change it.');
+      }
+      if (!isSelf && changes.deviceLimit !== undefined && changes.deviceLimit !== target.deviceLimit && !withinDeviceLimit(changes.deviceLimit, me.deviceLimit)) {
+        throw problems.forbidden(`A manager gives no more devices than its own deviceLimit (${me.deviceLimit}).`);
       }
     }
     const passwordHash = body.password !== undefined ? await hashPassword(body.password) : undefined;
@@ -127,6 +181,8 @@ export class UserHandlers {
         const user = this.ctx.identity.updateUser(target.id, { ...changes, ...(passwordHash ? { passwordHash } : {}) });
         if (user.disabled && !current.disabled) this.ctx.identity.deleteSessionsOf(user.id);
         else if (passwordHash) this.ctx.identity.deleteSessionsOf(user.id, isSelf ? p.session?.id : undefined);
+        // a new password withdraws every credential the old one could have minted
+        if (passwordHash) this.ctx.identity.revokeUserTokens(user.id, this.ctx.clock.now().toISOString());
         return user;
       });
       if (passwordHash || updated.disabled) this.ctx.auth.forgetCachedPasswords();
@@ -134,6 +190,7 @@ export class UserHandlers {
       return publicUser(updated);
     } catch (err) {
       if (err instanceof UniqueViolation) emailTaken();
+      storageUnavailable(err);
       throw err;
     }
   };
