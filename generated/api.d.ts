@@ -175,7 +175,9 @@ export interface paths {
          * @description Administrators may impersonate any user; managers a user they manage who is
          *     neither an administrator nor a manager; anyone may name themselves. Anyone
          *     else gets 401. Opens a session (cookie) as that user; the impersonation is
-         *     logged.
+         *     logged. The rule is checked again at every use: the session (and any token
+         *     minted in it) ends when the impersonator may no longer impersonate the user
+         *     (the manager link is removed, the administrator demoted or disabled).
          */
         get: operations["openSessionAsUser"];
         put?: never;
@@ -200,7 +202,10 @@ export interface paths {
          * @description Returns a new bearer token as plain text. It is shown once and stored only as
          *     a hash. `expiration` defaults to 7 days from now; a past or unparsable value
          *     is 400. A caller authenticated by a token (or a session opened with one)
-         *     gets at most that token's expiry. Any authenticated user may mint and revoke
+         *     gets at most that token's expiry, and the new token is that token's child:
+         *     revoking it revokes the new one (401 if it was revoked since the request was
+         *     authenticated). A token the database cannot store is never returned (503
+         *     storage-unavailable). Any authenticated user may mint and revoke
          *     its own tokens, readonly users included: a token carries no more than its
          *     user's rights (a readonly user's token creates nothing either).
          */
@@ -222,8 +227,9 @@ export interface paths {
         put?: never;
         /**
          * Revoke an access token
-         * @description Invalidates the token given in the form (holding it proves authority). Revoking
-         *     an already revoked token is 204 again; an unknown or malformed token is 400.
+         * @description Invalidates the token given in the form (holding it proves authority), and every
+         *     token minted with it, however deep. Revoking an already revoked token is 204
+         *     again; an unknown or malformed token is 400.
          */
         post: operations["revokeSessionToken"];
         delete?: never;
@@ -269,7 +275,7 @@ export interface paths {
         post?: never;
         /**
          * Revoke one of the caller's tokens
-         * @description Revokes the caller's token with this id (204, also when it already was). Another user's token, or none, is 404.
+         * @description Revokes the caller's token with this id, and every token minted with it (204, also when it already was). Another user's token, or none, is 404.
          */
         delete: operations["revokeSessionTokenById"];
         options?: never;
@@ -296,7 +302,10 @@ export interface paths {
          * Create a user
          * @description Administrators create any user. Managers create ordinary users (no
          *     `administrator`, `userLimit` 0), who become users they manage, up to their
-         *     `userLimit` (-1 = unlimited). Others get 403. `email` must be unique (409).
+         *     `userLimit` (-1 = unlimited), with no larger `deviceLimit` than their own.
+         *     Others get 403. The limits are decided where the user is written: parallel
+         *     requests never create more than `userLimit` allows. `email` must be unique
+         *     (409); an email with spaces, invisible, format or control characters is 400.
          */
         post: operations["createUser"];
         delete?: never;
@@ -321,12 +330,14 @@ export interface paths {
          * Update a user
          * @description Changes the settings present in the body; omitted ones keep their current
          *     value. `password` is changed only when present; changing it ends the user's
-         *     other sessions.
+         *     other sessions and revokes all its tokens (and the tokens minted with them).
          *     Only administrators change `administrator`, `readonly`, `disabled`,
          *     `expirationTime`, `deviceLimit`, `userLimit`, `deviceReadonly`,
-         *     `limitCommands`; a manager may set them for a user it manages except
-         *     `administrator` and `userLimit`. Disabling a user ends its sessions and refuses
-         *     its tokens. The last administrator cannot be demoted or disabled (409).
+         *     `limitCommands`, `fixedEmail`; a manager may set them for a user it manages
+         *     except `administrator` and `userLimit`, and gives no larger `deviceLimit` than
+         *     its own. A user with `fixedEmail` cannot change its own email (403).
+         *     Disabling a user ends its sessions and refuses its tokens. The last
+         *     administrator cannot be demoted or disabled (409).
          */
         put: operations["updateUser"];
         post?: never;
@@ -358,7 +369,10 @@ export interface paths {
         /**
          * Create a device
          * @description Any user who is not readonly (and not `deviceReadonly`) may create a device,
-         *     up to its `deviceLimit` (-1 = unlimited); the creator is linked to it.
+         *     up to its `deviceLimit` (-1 = unlimited; decided where the device is written,
+         *     so parallel requests never exceed it); the creator is linked to it. A new
+         *     user's `deviceLimit` is `USER_DEFAULT_DEVICE_LIMIT` (0 by default: it creates
+         *     none) unless its creator sets one, since a device can be named like a callsign.
          *     `uniqueId` must be unique (409). `status` and `lastUpdate` are server-owned.
          */
         post: operations["createDevice"];
@@ -640,6 +654,12 @@ export interface components {
             disabled: boolean;
             /** Format: date-time */
             expirationTime?: string | null;
+            /**
+             * @description Devices the user may create (-1: no limit). A new user gets
+             *     `USER_DEFAULT_DEVICE_LIMIT` (0 by default: only administrators and managers
+             *     create devices) unless its creator sets one; a new administrator or manager
+             *     gets -1.
+             */
             deviceLimit: number;
             userLimit: number;
             deviceReadonly: boolean;
@@ -652,6 +672,7 @@ export interface components {
         };
         UserFields: {
             name?: string;
+            /** @description No spaces, invisible, format or control characters (an email that only looks like another is 400). */
             email?: string;
             phone?: string | null;
             readonly?: boolean;
@@ -675,7 +696,7 @@ export interface components {
                 [key: string]: unknown;
             };
         };
-        /** @description Body of `POST /users`. `deviceLimit` and `userLimit` default to -1 and 0. */
+        /** @description Body of `POST /users`. `userLimit` defaults to 0; `deviceLimit` to `USER_DEFAULT_DEVICE_LIMIT` (0 unless configured), or -1 for an administrator or manager. */
         UserCreate: {
             /** @description Ignored (server-assigned). */
             id?: unknown;
