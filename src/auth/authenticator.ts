@@ -243,30 +243,40 @@ export class Authenticator {
     const token = newSecret();
     const parent = principal.token;
     const impersonatorId = principal.session?.impersonatorId ?? parent?.impersonatorId ?? null;
-    const record = stored(() =>
+    const record = this.insertChild(parent, {
+      hash: sha256(token),
+      userId: principal.user.id,
+      impersonatorId,
+      createdAt: new Date(now).toISOString(),
+      expiresAt: new Date(expiresAt).toISOString(),
+    });
+    return { ok: true, token, record };
+  }
+
+  /**
+   * Mints a device token. Minted by a caller holding a token, it is that token's child, as a
+   * user token would be: revoked with it and expiring with it (a stolen short-lived token
+   * cannot turn into a device credential that never ends).
+   */
+  mintDeviceToken(deviceId: number, principal: Principal): string {
+    const token = newSecret();
+    const parent = principal.token;
+    this.insertChild(parent, { hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: parent?.expiresAt ?? null });
+    return token;
+  }
+
+  /** stores a token minted under `parent` (if any), if `parent` is still live where it is written */
+  private insertChild(parent: TokenRecord | null, values: Parameters<IdentityStore['insertToken']>[0]): TokenRecord {
+    return stored(() =>
       this.identity.transaction(() => {
         // decided where the child is written: a parent revoked meanwhile has no live children
         if (parent) {
           const current = this.identity.tokenById(parent.id);
           if (!current || !this.tokenLive(current)) throw problems.unauthorized('The token this request was authenticated with was revoked or has expired.');
         }
-        return this.identity.insertToken({
-          hash: sha256(token),
-          userId: principal.user.id,
-          parentId: parent?.id ?? null,
-          impersonatorId,
-          createdAt: new Date(now).toISOString(),
-          expiresAt: new Date(expiresAt).toISOString(),
-        });
+        return this.identity.insertToken({ ...values, parentId: parent?.id ?? null });
       }),
     );
-    return { ok: true, token, record };
-  }
-
-  mintDeviceToken(deviceId: number): string {
-    const token = newSecret();
-    stored(() => this.identity.insertToken({ hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: null }));
-    return token;
   }
 
   /** The device a live device token belongs to. */

@@ -1,8 +1,9 @@
 // Users, devices, the links between them, tokens and sessions. The only code that reads or
-// writes those tables. Every write runs to its end inside a transaction, so a write the disk
-// refused (SQLITE_FULL, an I/O error: errors.ts) throws instead of returning a row that was
-// never stored: better-sqlite3's `get()` steps once and resets, and in autocommit mode the
-// reset's failed COMMIT is never reported.
+// writes those tables. A write the disk refused (SQLITE_FULL, an I/O error: errors.ts) must
+// throw, never return a row that was not stored: better-sqlite3's `get()` steps once and
+// resets, and in autocommit mode the reset's failed COMMIT is never reported. So a write that
+// returns its row runs inside a transaction (whose COMMIT reports), and the others use `run()`,
+// which steps to the end, COMMIT included.
 import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
@@ -27,8 +28,10 @@ function rethrowUnique(err: unknown, column: string): never {
 
 export class IdentityStore {
   /**
-   * Bumped by every change to a user, token or session that could withdraw access, so
-   * caches of authentication results (auth/authenticator.ts) know they are stale.
+   * Bumped by every change to a user, token, session or link that could withdraw access
+   * (user updates and deletions, revocations, ended sessions, removed links), so caches of
+   * authentication results (auth/authenticator.ts) know they are stale and open sockets
+   * check their credential again.
    */
   generation = 0;
   private readonly byId;
@@ -231,6 +234,7 @@ export class IdentityStore {
     this.db.insert(userIncidents).values({ userId, incidentId }).onConflictDoNothing().run();
   }
   unlinkIncident(userId: number, incidentId: number): void {
+    this.generation++;
     this.db.delete(userIncidents).where(and(eq(userIncidents.userId, userId), eq(userIncidents.incidentId, incidentId))).run();
   }
 
@@ -303,7 +307,9 @@ export class IdentityStore {
     this.db.delete(sessions).where(eq(sessions.id, id)).run();
   }
   deleteSessionsIdleSince(before: string): number {
-    return this.db.delete(sessions).where(lt(sessions.lastSeenAt, before)).run().changes;
+    const n = this.db.delete(sessions).where(lt(sessions.lastSeenAt, before)).run().changes;
+    if (n > 0) this.generation++;
+    return n;
   }
   /** ends every session of the user, except `keepId` */
   deleteSessionsOf(userId: number, keepId?: number): void {

@@ -83,10 +83,16 @@ t.test('limits under concurrency (item 4)', async (t) => {
 
 t.test('credentials that end together (item 7)', async (t) => {
   t.test('when a token is revoked, then the tokens minted with it, with their children and sessions opened from them, stop working', async (t) => {
-    const { app } = await makeApp(t);
+    const { app, db } = await makeApp(t);
+    const auth = new Authenticator(new IdentityStore(db), new FakeClock(Date.now()), 7);
     const parent = await mintToken(app, adminAuth());
     const child = await mintToken(app, bearer(parent));
     const grandchild = await mintToken(app, bearer(child));
+    const device = await createDevice(app, { name: 'E1', uniqueId: 'e1' });
+    const mintDevice = (auth: string) => app.inject({ method: 'POST', url: `/api/devices/${device}/token`, headers: { authorization: auth } }).then((r) => r.body);
+    const deviceChild = await mintDevice(bearer(child));
+    const deviceOwn = await mintDevice(adminAuth());
+    t.equal(auth.deviceForToken(deviceChild), device, 'a device token minted with the child works before');
     // a session opened from the child, and a token minted through that session
     const fromChild = cookieOf(await app.inject({ method: 'GET', url: `/api/session?token=${child}` }));
     const viaSession = (await app.inject({ method: 'POST', url: '/api/session/token', headers: { ...FORM, cookie: fromChild }, payload: '' })).body;
@@ -100,6 +106,8 @@ t.test('credentials that end together (item 7)', async (t) => {
     t.equal(await bearerStatus(app, viaSession), 401, 'a token minted through a session opened from the child');
     t.equal(await cookieStatus(app, fromChild), 404, 'the session opened from the child');
     t.equal(await bearerStatus(app, unrelated), 200, 'a token minted with the password is not touched');
+    t.equal(auth.deviceForToken(deviceChild), null, 'a device token minted with the child');
+    t.equal(auth.deviceForToken(deviceOwn), device, 'a device token minted with the password is not touched');
     const listed = json(await call(app, adminAuth(), 'GET', '/api/session/tokens'));
     t.equal(listed.filter((x: { active: boolean }) => x.active).length, 1, 'the token list shows the descendants revoked');
   });

@@ -113,7 +113,7 @@ export class DeviceHandlers {
     const p = caller(req);
     const device = this.deviceFor(p, req.params.id, false);
     requireWritable(p);
-    const token = this.ctx.auth.mintDeviceToken(device.id);
+    const token = this.ctx.auth.mintDeviceToken(device.id, p);
     req.log.info({ deviceId: device.id, by: p.user.id }, 'device token minted');
     return reply.type('text/plain; charset=utf-8').send(token);
   };
