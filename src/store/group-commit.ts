@@ -24,11 +24,34 @@
 // time: the checkpoint thread's last pass before the WAL starts over (checkpointer.ts) needs no
 // write transaction to begin while it copies.
 //
+// Storage errors are of two kinds, told apart by when they happen (DESIGN section 7):
+// - A failed sync (the WAL's fdatasync here, or an fsync SQLite or the checkpoint thread makes:
+//   SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC) comes AFTER writes were accepted: their COMMIT
+//   returned and readers of this process see them, but the kernel may have dropped the pages it
+//   could not write and report the next fsync as a success (PostgreSQL's "fsyncgate"). What is
+//   on disk is unknown: every write is refused from then on and the service exits (main.ts),
+//   so that recovery reads what the disk really has. ENOSPC at the fdatasync is such a failure
+//   too: Linux file systems that allocate at write time (ext4, XFS, tmpfs) report a full disk to
+//   the pwrite, but one that allocates at write-back (NFS, thin provisioning) reports it only
+//   here, after the COMMIT has returned, for pages that may now be gone.
+// - An error while a transaction runs or commits (SQLITE_FULL, other SQLITE_IOERR_*,
+//   SQLITE_READONLY; store/errors.ts) comes BEFORE anything was accepted: SQLite writes a
+//   transaction's WAL frames with pwrite at its COMMIT (or when its cache spills), a full disk
+//   fails that pwrite with ENOSPC, and SQLite reports SQLITE_FULL and rolls the transaction
+//   back; frames written past the last commit are never read (no commit frame, the WAL index
+//   unchanged) and are overwritten by the next COMMIT. Nothing was stored and nothing already
+//   stored is in doubt. So only that group fails (its callers get 503 storage-unavailable,
+//   with none of its operations run again alone: the failure is not theirs), the service goes
+//   on, and the next group simply tries again: writes resume by themselves once space returns.
+//   Until a group commits again, healthy() is false (`unavailable`); with no writes coming, a
+//   probe write (`probe`) tries once a second whether one would commit.
+//
 // Measured (BENCHMARKS.md, session 6), creates/s at 50 connections against a COMMIT that
 // waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
 // (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
 // (groups half as large); holding it for the whole fdatasync lost the slow disk's gain.
 import type Database from 'better-sqlite3';
+import { isStorageError } from './errors.js';
 import type { DeferredSync } from './wal-sync.js';
 
 interface Pending {
@@ -63,6 +86,25 @@ export interface GroupCommitOptions {
   stallMs?: number;
   /** while a sync runs, the next group waits up to this long into it before committing (ms) */
   holdMs?: number;
+  /** told when a group fails for a storage error after the last one committed (the error), and when one commits again (null) */
+  onStorage?: (unavailable: Error | null) => void;
+  /** while writes fail for a storage error, tried every `everyMs` (default 1000) to see if one would commit again */
+  probe?: StorageProbe | null;
+}
+
+/** a small write that commits only if the storage takes writes again */
+export interface StorageProbe {
+  /** false: no need to try the write yet (no free space, say) */
+  ready(): boolean;
+  /** run as one operation of a group */
+  write(): unknown;
+  everyMs?: number;
+}
+
+/** SQLite's own fsync failed: a failed sync like the WAL's, not an error of one transaction */
+export function isSyncFailure(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === 'SQLITE_IOERR_FSYNC' || code === 'SQLITE_IOERR_DIR_FSYNC';
 }
 
 /**
@@ -94,7 +136,7 @@ export function observed<T>(observer: TransactionObserver | null, run: () => T):
 export class StorageFailure extends Error {
   override name = 'StorageFailure';
   constructor(cause: Error) {
-    super(`the write-ahead log could not be synced to disk (${cause.message}); writes are refused until the service is restarted`, { cause });
+    super(`the database could not be synced to disk (${cause.message}); writes are refused until the service is restarted`, { cause });
   }
 }
 
@@ -106,6 +148,11 @@ export class GroupCommitter {
   private syncing: Committed[] | null = null;
   /** set by a failed sync: what is on disk is unknown from then on */
   failure: StorageFailure | null = null;
+  /** the storage error of the last group that failed for one, until a group commits again */
+  unavailable: Error | null = null;
+  private readonly onStorage: (unavailable: Error | null) => void;
+  private readonly probe: StorageProbe | null;
+  private probeTimer: NodeJS.Timeout | null = null;
   /** after a failed sync, the horizon stays where the disk last had everything */
   private frozenHorizon = Infinity;
   /** sizes of the groups committed so far, and the fsyncs that made them durable */
@@ -127,6 +174,7 @@ export class GroupCommitter {
   /** close() waiting for the last sync */
   private idleWaiters: (() => void)[] = [];
   private observer: TransactionObserver | null = null;
+  private closed = false;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -140,6 +188,8 @@ export class GroupCommitter {
     this.onGroup = opts.onGroup ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
     this.holdMs = opts.holdMs ?? 1;
+    this.onStorage = opts.onStorage ?? (() => {});
+    this.probe = opts.probe ?? null;
   }
 
   /** `observer` is told of every transaction from now on (one observer; null: none) */
@@ -172,15 +222,27 @@ export class GroupCommitter {
     return this.syncing?.[0]?.mark ?? this.waiting[0]?.mark ?? this.frozenHorizon;
   }
 
-  /** false once a sync has failed, or while one has been pending for longer than `stallMs` */
+  /** false once a sync has failed, while one has been pending for longer than `stallMs`, and while writes fail for a storage error */
   healthy(): boolean {
-    return !this.failure && !(this.syncing && performance.now() - this.syncStartedAt > this.stallMs);
+    return !this.failure && !this.unavailable && !(this.syncing && performance.now() - this.syncStartedAt > this.stallMs);
   }
 
   /** after the last operation queued so far is answered; then the durability's file is closed */
   async close(): Promise<void> {
+    this.closed = true;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.probeTimer = null;
     if (this.queue.length > 0 || this.waiting.length > 0 || this.syncing) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     this.durability?.close();
+  }
+
+  /**
+   * Another sync of this database failed (the checkpoint thread's fsync): the same as a failed
+   * sync of the WAL (top of this file). Every write not yet answered is refused, and every
+   * later one.
+   */
+  syncFailed(err: Error): void {
+    this.fail(err, []);
   }
 
   /**
@@ -258,15 +320,34 @@ export class GroupCommitter {
       this.stats.largest = Math.max(this.stats.largest, group.length);
       group.forEach((p, i) => done.push({ p, result: results[i] }));
       whole = true;
-    } catch {
+    } catch (err) {
+      if (isSyncFailure(err) || isStorageError(err)) {
+        // the storage failed, not an operation (top of this file): nothing of the group is stored
+        const reason = this.storageError(err as Error);
+        for (const p of group) p.reject(reason);
+        return;
+      }
       // an operation (or the COMMIT) failed: nothing of the group is stored; run each alone
       this.stats.retried += group.length;
       for (const p of group) {
+        if (this.failure) {
+          p.reject(this.failure);
+          continue;
+        }
         try {
           done.push({ p, result: this.transaction(p.op) });
         } catch (err) {
-          p.reject(err); // nothing of it was stored: no need to wait for the disk
+          // nothing of it was stored: no need to wait for the disk
+          p.reject(isSyncFailure(err) || isStorageError(err) ? this.storageError(err as Error) : err);
         }
+      }
+    }
+    if (done.length > 0 && this.unavailable) {
+      this.unavailable = null;
+      try {
+        this.onStorage(null);
+      } catch {
+        // only the listener's own business
       }
     }
     if (whole) {
@@ -297,6 +378,68 @@ export class GroupCommitter {
     }
   }
 
+  /** a sync failed: `batch` (the groups it covered) and every group committed since are refused, and every later write */
+  private fail(err: Error, batch: Committed[]): void {
+    const first = !this.failure;
+    const failure = (this.failure ??= err instanceof StorageFailure ? err : new StorageFailure(err));
+    const unsynced = [...batch, ...(this.syncing ?? []), ...this.waiting];
+    this.frozenHorizon = Math.min(this.frozenHorizon, unsynced[0]?.mark ?? this.frozenHorizon);
+    // what was committed while this sync ran cannot be trusted to reach the disk either
+    for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(failure);
+    this.waiting = [];
+    // a sync still under way is refused when it ends (startSync)
+    this.releaseHeld(); // to be refused
+    this.settleIdle();
+    if (first) {
+      try {
+        this.onFailure(failure);
+      } catch {
+        // the callers have their answer; a failing listener must not take that away
+      }
+    }
+  }
+
+  /** a transaction failed for a storage error; returns what its callers are refused with */
+  private storageError(err: Error): Error {
+    if (isSyncFailure(err)) {
+      this.fail(err, []);
+      return this.failure!;
+    }
+    const first = !this.unavailable;
+    this.unavailable = err;
+    if (first) {
+      try {
+        this.onStorage(err);
+      } catch {
+        // only the listener's own business
+      }
+    }
+    this.scheduleProbe();
+    return err;
+  }
+
+  /** while writes fail for a storage error, a probe write once every `everyMs`, if none commits meanwhile */
+  private scheduleProbe(): void {
+    const probe = this.probe;
+    if (!probe || this.probeTimer || this.closed) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = null;
+      if (!this.unavailable || this.failure || this.closed) return;
+      let ready = false;
+      try {
+        ready = probe.ready();
+      } catch {
+        // not ready
+      }
+      if (!ready) return this.scheduleProbe();
+      this.run(() => probe.write()).then(
+        () => {},
+        () => this.scheduleProbe(), // an error other than the storage's: tried again all the same
+      );
+    }, probe.everyMs ?? 1000);
+    this.probeTimer.unref();
+  }
+
   private startSync(): void {
     if (!this.durability || this.syncing || this.waiting.length === 0) return;
     const batch = (this.syncing = this.waiting);
@@ -304,22 +447,9 @@ export class GroupCommitter {
     this.syncStartedAt = performance.now();
     this.durability.sync((err) => {
       this.syncing = null;
-      if (err) {
-        const first = !this.failure;
-        const failure = (this.failure ??= new StorageFailure(err));
-        this.frozenHorizon = Math.min(this.frozenHorizon, batch[0]!.mark);
-        // what was committed while this sync ran cannot be trusted to reach the disk either
-        for (const c of [...batch, ...this.waiting]) for (const d of c.done) d.p.reject(failure);
-        this.waiting = [];
-        this.releaseHeld(); // to be refused
-        this.settleIdle();
-        if (first) {
-          try {
-            this.onFailure(failure);
-          } catch {
-            // the callers have their answer; a failing listener must not take that away
-          }
-        }
+      // a sync that failed meanwhile (syncFailed) leaves this one's success in doubt as well
+      if (err || this.failure) {
+        this.fail(err ?? this.failure!, batch);
         return;
       }
       this.stats.syncs += 1;

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { GroupCommitter, StorageFailure } from '../../../src/store/group-commit.js';
 import { walSync, type DeferredSync } from '../../../src/store/wal-sync.js';
+import { until } from '../../fixtures/sockets.js';
 
 function db() {
   const sqlite = new Database(':memory:');
@@ -491,4 +492,142 @@ t.test('when commits are synced and a hold is on, then close() waits for the hel
   t.equal(await run, 1);
   await closing;
   t.ok(closed);
+});
+
+// Storage errors (top of group-commit.ts): an error while a transaction runs or commits fails
+// that group only; a failed fsync, wherever it comes from, fails everything for good.
+
+/** an error as SQLite reports it */
+const sqliteError = (code: string, message = code) => new Database.SqliteError(message, code);
+
+/** a DeferredSync whose COMMIT fails with `failure()` (after the operations ran) while it returns one; its fdatasyncs succeed at once */
+function failingCommits(sqlite: Database.Database, failure: () => Error | null): DeferredSync {
+  return {
+    transaction: (fn) =>
+      sqlite.transaction(() => {
+        const result = fn();
+        const err = failure();
+        if (err) throw err; // SQLite rolls the transaction back, as it does on SQLITE_FULL at COMMIT
+        return result;
+      }).immediate(),
+    sync: (done) => setImmediate(() => done(null)),
+    close: () => {},
+  };
+}
+
+t.test('when a group\'s COMMIT fails for a full disk, then that group alone fails, nothing of it is stored or run again, and the next group commits', async (t) => {
+  const sqlite = db();
+  let full = true;
+  const told: (string | null)[] = [];
+  const gc = new GroupCommitter(sqlite, {
+    durability: failingCommits(sqlite, () => (full ? sqliteError('SQLITE_FULL', 'database or disk is full') : null)),
+    onStorage: (err) => told.push(err ? (err as Error & { code: string }).code : null),
+  });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  let runs = 0;
+  const group = [gc.run(() => (runs++, ins.run('a', 1).changes)), gc.run(() => (runs++, ins.run('b', 2).changes))];
+  for (const p of group) await t.rejects(p, { code: 'SQLITE_FULL' }, 'each caller of the group is refused with the storage error');
+  t.equal(runs, 2, 'no operation is run again alone: the failure is not theirs');
+  t.equal(gc.stats.retried, 0);
+  t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 0, 'nothing of the group is stored');
+  t.equal(gc.failure, null, 'not a failed sync: nothing is refused for good');
+  t.equal(gc.unavailable?.message, 'database or disk is full');
+  t.notOk(gc.healthy(), 'unhealthy while writes fail');
+
+  await t.rejects(gc.run(() => ins.run('c', 3).changes), { code: 'SQLITE_FULL' }, 'the next group tries again, and fails again');
+  t.same(told, ['SQLITE_FULL'], 'told once that writes fail');
+
+  full = false; // space returns
+  t.equal(await gc.run(() => ins.run('d', 4).changes), 1, 'the next group commits, without a restart');
+  t.ok(gc.healthy(), 'healthy again');
+  t.equal(gc.unavailable, null);
+  t.same(told, ['SQLITE_FULL', null], 'told once that writes are stored again');
+  t.same(sqlite.prepare('SELECT k FROM t').all(), [{ k: 'd' }]);
+});
+
+t.test('when an operation fails for a full disk (its statement, not the COMMIT), then its whole group is refused and none of it is stored', async (t) => {
+  const dir = t.testdir();
+  const sqlite = new Database(join(dir, 'max.db'));
+  t.teardown(() => sqlite.close());
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.exec('CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB)');
+  const gc = new GroupCommitter(sqlite);
+  // SQLite's own limit on the database's size: a write that needs a new page fails with SQLITE_FULL
+  sqlite.pragma(`max_page_count = ${sqlite.pragma('page_count', { simple: true })}`);
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  const small = gc.run(() => ins.run('small', null).changes);
+  const large = gc.run(() => ins.run('large', Buffer.alloc(64 * 1024)).changes);
+  await t.rejects(large, { code: 'SQLITE_FULL' });
+  await t.rejects(small, { code: 'SQLITE_FULL' }, 'the group it ran in is refused too (a storage error is nobody\'s fault)');
+  t.equal((sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n, 0);
+  t.notOk(gc.healthy());
+  sqlite.pragma('max_page_count = 1000000');
+  t.equal(await gc.run(() => ins.run('large', Buffer.alloc(64 * 1024)).changes), 1);
+  t.ok(gc.healthy());
+});
+
+t.test('when writes fail for a storage error and none come, then the probe tries once ready, and its commit makes the committer healthy again', async (t) => {
+  const sqlite = db();
+  let full = true;
+  let ready = false;
+  let probes = 0;
+  const readied: boolean[] = [];
+  const gc = new GroupCommitter(sqlite, {
+    durability: failingCommits(sqlite, () => (full ? sqliteError('SQLITE_FULL') : null)),
+    probe: {
+      ready: () => (readied.push(ready), ready),
+      write: () => (probes++, sqlite.prepare("INSERT OR REPLACE INTO t (k, v) VALUES ('probe', 0)").run()),
+      everyMs: 5,
+    },
+  });
+  t.teardown(() => gc.close());
+  await t.rejects(gc.run(() => 1), { code: 'SQLITE_FULL' });
+  await until('the probe asked if it is ready', () => readied.length >= 3);
+  t.equal(probes, 0, 'no probe write while not ready');
+  t.notOk(gc.healthy());
+  ready = true;
+  await until('a probe write', () => probes >= 2);
+  t.notOk(gc.healthy(), 'a probe that fails changes nothing');
+  full = false;
+  await until('healthy again', () => gc.healthy());
+  const tried = probes;
+  await new Promise((r) => setTimeout(r, 30));
+  t.equal(probes, tried, 'no probe once a write has committed');
+});
+
+t.test('when SQLite\'s own fsync fails in a transaction, then it is a failed sync: refused, reported, and every later write refused', async (t) => {
+  const sqlite = db();
+  const failures: Error[] = [];
+  let fail = true;
+  const gc = new GroupCommitter(sqlite, {
+    durability: failingCommits(sqlite, () => (fail ? sqliteError('SQLITE_IOERR_FSYNC', 'disk I/O error') : null)),
+    onFailure: (f) => failures.push(f),
+  });
+  let runs = 0;
+  await t.rejects(gc.run(() => runs++), { name: 'StorageFailure' });
+  t.equal(runs, 1, 'not run again alone');
+  t.equal(failures.length, 1);
+  t.notOk(gc.healthy());
+  fail = false;
+  await t.rejects(gc.run(() => runs++), { name: 'StorageFailure' }, 'refused for good');
+  t.equal(runs, 1);
+});
+
+t.test('when another sync of the database fails (the checkpoint thread\'s) while a sync is under way, then the writes it covers are refused even if it succeeds', async (t) => {
+  const sqlite = db();
+  const { sync, calls } = heldSync(sqlite);
+  const failures: Error[] = [];
+  let mark = 3;
+  const gc = new GroupCommitter(sqlite, { durability: sync, onFailure: (f) => failures.push(f), mark: () => mark });
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  const covered = gc.run(() => ins.run('a', (mark = 4)).changes);
+  await settled(covered);
+  t.equal(calls.length, 1, 'its sync is under way');
+  gc.syncFailed(Object.assign(new Error('checkpoint: disk I/O error'), { code: 'SQLITE_IOERR_FSYNC' }));
+  t.equal(failures.length, 1, 'reported at once');
+  calls[0]!(null);
+  await t.rejects(covered, { name: 'StorageFailure' });
+  t.equal(gc.horizon(), 3, 'readers stay where the disk was last known to have everything');
+  await t.rejects(gc.run(() => 1), { name: 'StorageFailure' });
+  t.equal(failures.length, 1, 'reported once');
 });
