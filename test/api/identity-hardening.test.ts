@@ -64,7 +64,7 @@ t.test('limits under concurrency (item 4)', async (t) => {
   });
 
   t.test('when the last two administrators demote and delete each other in parallel, then one working administrator remains', async (t) => {
-    const { app } = await makeApp(t);
+    const { app, db } = await makeApp(t);
     const b = await createUser(app, { name: 'B', email: 'b@example.test', password: 'b-password-1', administrator: true });
     const aAuth = bearer(await mintToken(app, adminAuth()));
     const bAuth = bearer(await mintToken(app, basic('b@example.test', 'b-password-1')));
@@ -74,10 +74,9 @@ t.test('limits under concurrency (item 4)', async (t) => {
       putUser(app, bAuth, 1, { name: 'Administrator', email: ADMIN.email, disabled: true }),
       call(app, aAuth, 'DELETE', `/api/users/${b}`),
     ]);
-    t.ok(results.some((r) => r.statusCode === 409), 'at least one change is refused as the last administrator');
-    const remaining = json(await call(app, aAuth, 'GET', '/api/users').then((r) => (r.statusCode === 200 ? r : call(app, bAuth, 'GET', '/api/users'))));
-    const working = remaining.filter((u: { administrator: boolean; disabled: boolean; readonly: boolean }) => u.administrator && !u.disabled && !u.readonly);
-    t.equal(working.length, 1, 'exactly one working administrator is left');
+    for (const r of results) t.ok([200, 204, 401, 404, 409].includes(r.statusCode), `answered ${r.statusCode}`);
+    const working = new IdentityStore(db).countWorkingAdministrators(new Date().toISOString(), -1);
+    t.equal(working, 1, 'exactly one working administrator is left');
   });
 });
 
