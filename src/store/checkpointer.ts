@@ -41,6 +41,16 @@
 // 7 795 updates/s on average against 7 448, each pair won (BENCHMARKS.md, session 15). A pass 100 ms apart copies too much to end
 // within the restart's hold (6–21 ms), so before saying the WAL is large the thread catches up
 // with passes of its own until one takes under 2 ms (at most three).
+//
+// A pass that fails does not end the thread: on a full disk a checkpoint cannot grow the
+// database file (SQLITE_FULL), copies what it can and leaves the WAL as it is, every frame still
+// there to copy again (SQLite marks frames copied only once the database file is synced). The
+// thread says so once (`onPassFailed`), tries again every `retryMs` (1 s, not every 10 ms: a
+// pass that fails may have copied many pages in vain), and says so again once a pass succeeds
+// (`onPassesResumed`). The exception is a failed fsync (SQLITE_IOERR_FSYNC: of the WAL, which
+// every pass syncs first, or of the database file): what the disk has is unknown then, as after
+// the WAL's own fdatasync fails (group-commit.ts), so the thread makes no pass after it and
+// tells `whenSyncFails`, which refuses every write until the service restarts.
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import type Database from 'better-sqlite3';
@@ -69,7 +79,14 @@ export interface CheckpointerOptions {
   backstopPages?: number;
   /** frames in the WAL at which the thread says so (0: never); see whenWalLarge() */
   restartFrames?: number;
+  /** after a pass fails, the next one waits this long (default 1 000 ms) */
+  retryMs?: number;
+  /** the thread has died (the event loop checkpoints again) */
   onError?: (err: Error) => void;
+  /** a pass failed after the last one that succeeded; the thread tries again every retryMs */
+  onPassFailed?: (err: Error) => void;
+  /** a pass succeeded after onPassFailed */
+  onPassesResumed?: () => void;
 }
 
 // Plain CommonJS run by the worker (eval), so it needs no build step or loader of its own.
@@ -124,14 +141,57 @@ const pass = () => {
   }
   return r;
 };
-let timer = setInterval(pass, workerData.intervalMs);
-parentPort.on('message', (m) => {
-  if (m.type === 'interval') {
-    clearInterval(timer);
-    timer = setInterval(pass, m.ms);
+// A failed pass (top of checkpointer.ts): said once, tried again after retryMs; a failed fsync
+// ends the passes for good.
+const errorOf = (err) => ({ message: String(err && err.message), code: err && err.code });
+let failing = false;
+let retryAt = 0;
+let syncFailed = false;
+const tryPass = () => {
+  if (syncFailed) throw Object.assign(new Error('no checkpoint after a failed fsync'), { code: 'SQLITE_IOERR_FSYNC' });
+  try {
+    const r = pass();
+    if (failing) {
+      failing = false;
+      parentPort.postMessage({ resumed: true });
+    }
+    return r;
+  } catch (err) {
+    if (err && (err.code === 'SQLITE_IOERR_FSYNC' || err.code === 'SQLITE_IOERR_DIR_FSYNC')) {
+      syncFailed = true;
+      clearInterval(timer);
+      parentPort.postMessage({ syncFailed: errorOf(err) });
+    } else {
+      retryAt = performance.now() + workerData.retryMs;
+      if (!failing) parentPort.postMessage({ failed: errorOf(err) });
+      failing = true;
+    }
+    throw err;
   }
-  if (m.type === 'checkpoint') parentPort.postMessage({ id: m.id, result: pass() });
-  if (m.type === 'synchronous') parentPort.postMessage({ id: m.id, result: db.pragma('synchronous', { simple: true }) });
+};
+const tick = () => {
+  if (failing && performance.now() < retryAt) return;
+  try {
+    tryPass();
+  } catch {
+    // told above
+  }
+};
+let timer = setInterval(tick, workerData.intervalMs);
+const answer = (id, fn) => {
+  try {
+    parentPort.postMessage({ id, result: fn() });
+  } catch (err) {
+    parentPort.postMessage({ id, error: errorOf(err) });
+  }
+};
+parentPort.on('message', (m) => {
+  if (m.type === 'interval' && !syncFailed) {
+    clearInterval(timer);
+    timer = setInterval(tick, m.ms);
+  }
+  if (m.type === 'checkpoint') answer(m.id, tryPass);
+  if (m.type === 'synchronous') answer(m.id, () => db.pragma('synchronous', { simple: true }));
   if (m.type === 'stop') {
     clearInterval(timer);
     db.close();
@@ -139,6 +199,11 @@ parentPort.on('message', (m) => {
   }
 });
 `;
+
+/** an error of the thread, as it was posted */
+function threadError(e: { message: string; code?: string }): Error & { code?: string } {
+  return Object.assign(new Error(e.message), e.code === undefined ? {} : { code: e.code });
+}
 
 export class Checkpointer {
   private readonly worker: Worker;
@@ -148,6 +213,9 @@ export class Checkpointer {
   /** halted after a failed fsync: nothing may turn a checkpoint back on */
   private halted = false;
   private onWalLarge: ((frames: number) => void) | null = null;
+  private onSyncFailed: ((err: Error) => void) | null = null;
+  /** a failed fsync the thread reported before anyone listened */
+  private syncFailure: Error | null = null;
 
   constructor(
     private readonly sqlite: Database.Database,
@@ -162,15 +230,38 @@ export class Checkpointer {
         synchronous: opts.synchronous,
         intervalMs: opts.intervalMs ?? CHECKPOINT_INTERVAL_MS,
         restartFrames: opts.restartFrames ?? DEFAULT_RESTART_FRAMES,
+        retryMs: opts.retryMs ?? 1000,
       },
     });
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; result: never } | { large: number }) => {
+    type Message =
+      | { id: number; result: never }
+      | { id: number; error: { message: string; code?: string } }
+      | { large: number }
+      | { failed: { message: string; code?: string } }
+      | { resumed: true }
+      | { syncFailed: { message: string; code?: string } };
+    this.worker.on('message', (m: Message) => {
       if ('large' in m) {
         this.onWalLarge?.(m.large);
         return;
       }
-      this.waiting.get(m.id)?.resolve(m.result);
+      if ('failed' in m) {
+        if (!this.halted) opts.onPassFailed?.(threadError(m.failed));
+        return;
+      }
+      if ('resumed' in m) {
+        if (!this.halted) opts.onPassesResumed?.();
+        return;
+      }
+      if ('syncFailed' in m) {
+        this.syncFailure = threadError(m.syncFailed);
+        this.onSyncFailed?.(this.syncFailure);
+        return;
+      }
+      const waiter = this.waiting.get(m.id);
+      if ('error' in m) waiter?.reject(threadError(m.error));
+      else waiter?.resolve(m.result);
       this.waiting.delete(m.id);
       if (this.waiting.size === 0 && !this.stopped) this.worker.unref();
     });
@@ -196,6 +287,15 @@ export class Checkpointer {
    */
   whenWalLarge(then: (frames: number) => void): void {
     this.onWalLarge = then;
+  }
+
+  /**
+   * `then` is called if an fsync of a pass fails (the thread makes no pass after it): the same
+   * as a failed sync of the WAL (GroupCommitter.syncFailed)
+   */
+  whenSyncFails(then: (err: Error) => void): void {
+    this.onSyncFailed = then;
+    if (this.syncFailure) then(this.syncFailure);
   }
 
   /** passes every `ms` from now on */

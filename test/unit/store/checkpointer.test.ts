@@ -4,7 +4,8 @@
 // or fails).
 import t, { type Test } from 'tap';
 import Database from 'better-sqlite3';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Checkpointer, CheckpointCadence, CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS } from '../../../src/store/checkpointer.js';
@@ -280,4 +281,66 @@ t.test('when the thread is told another interval, then its passes follow it', as
   write(sqlite, 1);
   await copied('every 5 ms again');
   t.pass('every 5 ms again: copied');
+});
+
+t.test('when a pass fails for a full disk, then the thread says so once, tries again, and its passes resume once space returns', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'cad-ckpt-full-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', dir], { stdio: 'pipe' });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    t.plan(0, `skipped: a full disk needs a tmpfs, and mount was refused: ${(err as Error).message.split('\n')[0]}`);
+    return;
+  }
+  const path = join(dir, 'db.sqlite');
+  const sqlite = new Database(path);
+  const failed: Error[] = [];
+  let resumed = 0;
+  let died: Error | null = null;
+  const ckpt = new Checkpointer(sqlite, {
+    path,
+    synchronous: 'FULL',
+    intervalMs: 60_000,
+    retryMs: 20,
+    onPassFailed: (err) => failed.push(err),
+    onPassesResumed: () => resumed++,
+    onError: (err) => (died = err),
+  });
+  t.teardown(async () => {
+    await ckpt.stop();
+    sqlite.close();
+    execFileSync('umount', [dir]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+  write(sqlite, 300); // ~40 frames the database file must grow by to take
+  const filler = join(dir, 'filler');
+  const fd = openSync(filler, 'w');
+  for (const size of [65536, 4096, 1]) {
+    try {
+      for (;;) writeSync(fd, Buffer.alloc(size));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+    }
+  }
+  closeSync(fd);
+
+  await t.rejects(ckpt.checkpoint(), { code: 'SQLITE_FULL' }, 'a pass fails: the database file cannot grow');
+  ckpt.every(2); // the thread's own passes, each 2 ms, or retryMs after a failed one
+  await new Promise((r) => setTimeout(r, 150));
+  t.equal(failed.length, 1, 'said once');
+  t.equal((failed[0] as Error & { code?: string }).code, 'SQLITE_FULL');
+  t.equal(resumed, 0);
+  t.equal(died, null, 'the thread lives on');
+
+  rmSync(filler);
+  await until('a pass succeeds again', () => resumed === 1, t);
+  const r = await ckpt.checkpoint();
+  t.ok(r.log > 0);
+  t.equal(r.checkpointed, r.log, 'every frame is in the database file');
+  t.equal(failed.length, 1);
+  t.equal(died, null);
+  write(sqlite, 1);
+  t.ok(walFrames(path) < 10, 'the next write starts the WAL over');
 });
