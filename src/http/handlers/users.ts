@@ -114,9 +114,9 @@ export class UserHandlers {
   createUser: Handler<'createUser'> = async (req) => {
     const p = caller(req);
     const me = p.user;
-    requireWritable(p);
     const body = req.body;
     checkEmail(body.email);
+    requireWritable(p);
     this.creationRules(me, body); // refused before the password is hashed, when it can be told now
     const passwordHash = await hashPassword(body.password);
     try {
