@@ -27,10 +27,10 @@ import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { limitConnections, refusalLog, serverTimeouts } from './http/connections.js';
-import { installErrorHandling, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling, MAX_PARAM_LENGTH, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
-import { validatorCompiler } from './http/validation.js';
+import { jsonBodyParser, requestId, schemaErrorFormatter, validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
 
@@ -117,6 +117,15 @@ async function ignoreBody(req: FastifyRequest): Promise<void> {
   req.headers['content-length'] = '0';
 }
 
+/** The token page's security headers: its own script, style and API calls only; never in a frame. */
+const TOKEN_PAGE_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
 /** Public operations that look at an Authorization header (the others ignore it: no 401/429). */
 const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 
@@ -127,8 +136,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logger: deps.logger ?? loggerOptions(config.logLevel),
     bodyLimit: BODY_LIMIT,
     trustProxy: config.trustProxy,
-    requestIdHeader: 'x-request-id',
-    genReqId: () => crypto.randomUUID(),
+    // X-Request-Id is taken only when it is safe to log and send back (http/validation.ts)
+    requestIdHeader: false,
+    genReqId: requestId,
+    // what the router or Node's HTTP parser refuse is answered as problem+json (http/errors.ts)
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors,
+    clientErrorHandler,
+    schemaErrorFormatter,
     ajv: { customOptions: { strict: false } },
     return503OnClosing: true,
     // a request must arrive within REQUEST_TIMEOUT_S (http/connections.ts)
@@ -221,8 +236,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     version: spec.info.version,
   };
 
+  // JSON bodies: UTF-8, nested at most MAX_JSON_DEPTH levels, well-formed strings (http/validation.ts).
   // problem+json appears in the spec only as a response type; parsed like JSON if ever sent.
-  app.addContentTypeParser('application/problem+json', { parseAs: 'string' }, app.getDefaultJsonParser('error', 'error'));
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser(['application/json', 'application/problem+json'], { parseAs: 'buffer' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
   await app.register(cookie);
   await app.register(formbody, { bodyLimit: BODY_LIMIT });
   const throttle = deps.throttle ?? new LoginThrottle();
@@ -233,10 +250,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
   // The API reference, served from the package's own assets (no CDN).
   await app.register(swaggerUi, { routePrefix: '/api/docs', uiConfig: { docExpansion: 'list', deepLinking: true, displayOperationId: true }, staticCSP: true });
-  // The token page ("a token can also be generated … in the service's web interface").
+  // The token page ("a token can also be generated … in the service's web interface"). It
+  // loads only its own script and style, and may not be framed (no clickjacking of its buttons).
   const page = (file: string, type: string) => {
     const body = readFileSync(join(publicPath, file));
-    return async (_req: unknown, reply: FastifyReply) => reply.type(type).header('cache-control', 'no-cache').send(body);
+    return async (_req: unknown, reply: FastifyReply) => reply.type(type).header('cache-control', 'no-cache').headers(TOKEN_PAGE_HEADERS).send(body);
   };
   app.get('/', page('index.html', 'text/html; charset=utf-8'));
   app.get('/app.js', page('app.js', 'text/javascript; charset=utf-8'));
