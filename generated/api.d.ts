@@ -77,7 +77,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -165,7 +165,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -265,7 +265,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -319,7 +319,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -387,7 +387,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -415,7 +415,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -798,7 +798,7 @@ export interface components {
             status: number;
             detail?: string;
             instance?: string;
-            /** @description On 400, one entry per failing field. */
+            /** @description On 400, one entry per failing field, at most 20 (`detail` says when there were more). */
             errors?: {
                 /** @description JSON pointer of the field, e.g. `/body/latitude`. */
                 path: string;
@@ -919,7 +919,7 @@ export interface components {
         };
     };
     parameters: {
-        /** @description The database identifier. */
+        /** @description The database identifier, in decimal digits. */
         PathId: components["schemas"]["Id"];
     };
     requestBodies: never;
@@ -1059,7 +1059,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1089,7 +1089,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1135,7 +1135,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1281,7 +1281,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1396,7 +1396,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1484,7 +1484,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1514,7 +1514,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1551,7 +1551,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1642,7 +1642,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1672,7 +1672,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1709,7 +1709,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1737,7 +1737,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
@@ -1767,7 +1767,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The database identifier. */
+                /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
             };
             cookie?: never;
