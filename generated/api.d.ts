@@ -426,7 +426,9 @@ export interface paths {
          * Mint a token for the device push socket
          * @description Administrators, or a user who reaches the device and is not readonly. The
          *     token is shown once (plain text) and stored only as a hash; the device uses it
-         *     on `GET /api/socket/device`. Minting does not revoke earlier tokens.
+         *     on `GET /api/socket/device`. Minting does not revoke earlier tokens. Minted by
+         *     a caller authenticated by a token (or a session opened with one), it is that
+         *     token's child: it expires no later and is revoked with it.
          */
         post: operations["createDeviceToken"];
         /**
@@ -474,7 +476,7 @@ export interface paths {
         };
         /**
          * Liveness and readiness
-         * @description 200 when the process is up and the database answers; 503 when the database does not, or when one sync of the write-ahead log has been pending for more than 10 s, or has failed.
+         * @description 200 when the process is up and the database answers; 503 when the database does not, while writes fail for lack of storage (a full disk, from a write that failed until one is stored again; writes are still tried, and about once a second a probe write tries once space has returned), or when one sync of the write-ahead log has been pending for more than 10 s, or has failed.
          */
         get: operations["getHealth"];
         put?: never;
