@@ -198,9 +198,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
   checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
   // Sockets check their credentials again when access may have been withdrawn: a user, token,
-  // session or link changed (identity.generation), or a device was disabled or deleted
-  // (reach_generation's token, migration 0012).
+  // session or link changed (identity.generation), or a device was added, changed or deleted
+  // (reach_generation's token, migration 0012). One query each, however many sockets.
   const reachToken = db.$client.prepare('SELECT token FROM reach_generation WHERE id = 1').pluck();
+  const enabledAmong = db.$client.prepare('SELECT id FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND NOT disabled').pluck();
   const socketAccess = new Access(identity);
   const hub = new DeviceHub(
     new PushStore(db, () => writes.horizon()),
@@ -216,6 +217,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     {
       stamp: () => `${identity.generation}:${reachToken.get() as number}`,
       reached: (user, deviceIds) => socketAccess.reachedAmong(user, deviceIds),
+      enabled: (deviceIds) => new Set(enabledAmong.all(JSON.stringify(deviceIds)) as number[]),
     },
   );
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays);

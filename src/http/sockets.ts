@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import { SESSION_IDLE_MS, type Authenticator, type Principal } from '../auth/authenticator.js';
+import { sha256 } from '../auth/secrets.js';
 import type { DeviceCredential, DeviceHub, UserCredential } from '../push/device-hub.js';
 import type { IdentityStore } from '../store/identity.js';
 import { problems } from './problem.js';
@@ -14,8 +15,8 @@ import { SESSION_COOKIE, type AuthHook } from './security.js';
 declare module 'fastify' {
   interface FastifyRequest {
     deviceId?: number;
-    /** the credential a socket is opened with, to be checked again while it is open */
-    deviceCredential?: DeviceCredential;
+    /** the credential a device socket is opened with, to be checked again while it is open */
+    deviceCredential?: { check: DeviceCredential; until: number };
   }
 }
 
@@ -39,13 +40,9 @@ function earliest(...instants: (string | number | null | undefined)[]): number {
 
 type Deps = { auth: Authenticator; identity: IdentityStore; hub: DeviceHub; userHook: AuthHook };
 
-/** A device token for `deviceId`, live, of a device that exists and is enabled. */
+/** A live device token of `deviceId` (the hub asks whether the device is enabled). */
 function deviceCredential(deps: Deps, token: string, deviceId: number): DeviceCredential {
-  return () => {
-    if (deps.auth.deviceForToken(token) !== deviceId) return null;
-    const device = deps.identity.deviceById(deviceId);
-    return device && !device.disabled ? { until: Infinity } : null;
-  };
+  return () => deps.auth.deviceForToken(token) === deviceId;
 }
 
 /** What a user socket was opened with: a token, a session cookie, or Basic credentials. */
@@ -100,16 +97,17 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
       onRequest: async (req) => {
         const token = tokenFrom(req);
         const deviceId = token === undefined ? null : deps.auth.deviceForToken(token);
-        const credential = deviceId === null ? null : deviceCredential(deps, token!, deviceId);
-        if (credential === null || credential() === null) {
+        if (deviceId === null || !deps.hub.enabled(deviceId)) {
           throw problems.unauthorized('A valid device token of an enabled device is required (Authorization: Bearer … or ?token=).');
         }
-        req.deviceId = deviceId!;
-        req.deviceCredential = credential;
+        req.deviceId = deviceId;
+        // a token's expiry never changes (a parent's revocation moves identity.generation)
+        const expiresAt = deps.identity.tokenByHashValue(sha256(token!))?.expiresAt;
+        req.deviceCredential = { check: deviceCredential(deps, token!, deviceId), until: earliest(expiresAt) };
       },
     },
     (socket, req) => {
-      deps.hub.attachDevice(req.deviceId!, socket, req.deviceCredential!);
+      deps.hub.attachDevice(req.deviceId!, socket, req.deviceCredential!.check, req.deviceCredential!.until);
     },
   );
 

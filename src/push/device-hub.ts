@@ -6,9 +6,10 @@
 //  - state lives in the database, so nothing is lost across a restart.
 // User sockets receive {"events":[…]} for the devices their user reaches now.
 // What a socket may cost (section 5, and the close codes in openapi.yaml's info.description):
-//  - it lives no longer than its credential: every CREDENTIAL_CHECK_MS, when access may have
-//    been withdrawn (SocketAccess.stamp moved) or a credential ran out by itself, each socket's
-//    credential is checked again, and a socket whose credential no longer stands is closed (4001);
+//  - it lives no longer than its credential: every credentialCheckMs (250 ms), when access may
+//    have been withdrawn (SocketAccess.stamp moved) or a credential ran out by itself, each
+//    socket's credential is checked again, and a socket whose credential no longer stands is
+//    closed (4001); a batch of events checks first, so permissions apply from the next event;
 //  - ping/pong on every socket (dropped after 2 missed pongs);
 //  - at most SEND_BUFFER_MAX waits to be sent on a socket (else 4008); pushes are paced below
 //    it, so a device that stops reading keeps its pushes PENDING until it reconnects;
@@ -73,28 +74,30 @@ const ERROR_REPLY_MAX = 16 * 1024;
 export const INVALID_FRAMES_MAX = 10;
 const INVALID_FRAMES_WINDOW_MS = 60_000;
 
-/**
- * What the hub needs to know of access: a value that changes whenever access may have been
- * withdrawn (a user, token, session, device or link changed), and which of a batch's devices a
- * user reaches now.
- */
+/** What the hub needs to know of access; each answer is one query, however many sockets. */
 export interface SocketAccess {
+  /** a value that changes whenever access may have been withdrawn (a user, token, session, device or link changed) */
   stamp(): unknown;
+  /** which of a batch's devices the user reaches now */
   reached(user: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all';
+  /** which of these devices exist and are enabled */
+  enabled(deviceIds: readonly number[]): ReadonlySet<number>;
 }
 
 /**
  * The credential a socket was opened with, checked again: null when it no longer stands, else
  * when it runs out by itself (ms since the epoch; Infinity: never) and, for a user socket, its
- * user as stored now. It holds the raw credential in memory only.
+ * user as stored now. It holds the raw credential in memory only. A device socket's credential
+ * is its token, whose expiry never changes; whether its device is still enabled is asked of
+ * SocketAccess.enabled for all device sockets at once.
  */
-export type DeviceCredential = () => { until: number } | null;
+export type DeviceCredential = () => boolean;
 export type UserCredential = () => { until: number; user: UserRecord } | null;
 
 interface Conn {
   ws: WebSocket;
   missedPongs: number;
-  /** when the credential runs out by itself */
+  /** when the credential runs out by itself (ms since the epoch; Infinity: never) */
   until: number;
   badFrames: number;
   badSince: number;
@@ -152,8 +155,8 @@ export class DeviceHub implements PushHub {
     return this.clock.now().toISOString();
   }
 
-  private conn<T extends object>(ws: WebSocket, extra: T): Conn & T {
-    return { ws, missedPongs: 0, until: Infinity, badFrames: 0, badSince: 0, ended: false, ...extra };
+  private conn<T extends { until: number }>(ws: WebSocket, extra: T): Conn & T {
+    return { ws, missedPongs: 0, badFrames: 0, badSince: 0, ended: false, ...extra };
   }
 
   private checked<T>(check: () => T | null, what: object): Checked<T> {
@@ -166,13 +169,16 @@ export class DeviceHub implements PushHub {
     }
   }
 
-  /** A device socket authenticated for `deviceId`. */
-  attachDevice(deviceId: number, ws: WebSocket, check: DeviceCredential): void {
-    const standing = this.checked(check, { deviceId });
-    if (standing === null) {
-      ws.close(CLOSE.revoked, 'the device token was revoked, or the device disabled or deleted');
-      return;
-    }
+  /** The device exists and is enabled: it may open a socket. */
+  enabled(deviceId: number): boolean {
+    return this.access.enabled([deviceId]).has(deviceId);
+  }
+
+  /**
+   * A device socket authenticated for `deviceId` (an enabled device) by the credential `check`
+   * stands for, which expires at `until`. Checked again at the next pass if access changed since.
+   */
+  attachDevice(deviceId: number, ws: WebSocket, check: DeviceCredential, until = Infinity): void {
     const old = this.conns.get(deviceId);
     if (old) {
       // the device stays online: no offline status in between
@@ -180,8 +186,7 @@ export class DeviceHub implements PushHub {
       this.conns.delete(deviceId);
       old.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const conn: DeviceConn = this.conn(ws, { deviceId, check, cursor: 0, flushScheduled: false });
-    if (standing !== 'failed') conn.until = standing.until;
+    const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, flushScheduled: false });
     this.conns.set(deviceId, conn);
     this.online.add(deviceId);
     this.store.setStatus(deviceId, 'online', this.now());
@@ -395,11 +400,13 @@ export class DeviceHub implements PushHub {
     const moved = stamp !== this.stamp;
     this.stamp = stamp;
     const now = this.clock.now().getTime();
-    for (const conn of [...this.conns.values()]) {
-      if (!moved && conn.until > now) continue;
-      const standing = this.checked(conn.check, { deviceId: conn.deviceId });
-      if (standing === null) this.end(conn, CLOSE.revoked, 'the device token was revoked, or the device disabled or deleted');
-      else if (standing !== 'failed') conn.until = standing.until;
+    const due = [...this.conns.values()].filter((conn) => moved || conn.until <= now);
+    const enabled = due.length === 0 ? null : this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
+    if (enabled !== null && enabled !== 'failed') {
+      for (const conn of due) {
+        const stands = enabled.has(conn.deviceId) && this.checked(conn.check, { deviceId: conn.deviceId });
+        if (stands === false) this.end(conn, CLOSE.revoked, 'the device token was revoked or expired, or the device disabled or deleted');
+      }
     }
     for (const group of [...this.users.values()]) {
       for (const conn of [...group.conns]) {

@@ -164,6 +164,23 @@ t.test('when a device token is revoked with POST /session/token/revoke, then the
   t.equal(c.frames.length, 1, 'nothing arrives after the close');
 });
 
+t.test('when the user token a device token was minted with expires or is revoked, then the device socket is closed with 4001', async (t) => {
+  const clock = new FakeClock();
+  const s = await listen(t, {}, {}, { clock });
+  const w = await world(s.app);
+  const parents = [await mintToken(s.app, w.cad, new Date(clock.now().getTime() + 3600_000).toISOString()), await mintToken(s.app, w.cad)];
+  const [expiring, revoked] = await Promise.all(
+    [w.a7, w.e1a].map(async (deviceId, i) => connect(t, `${s.ws}/api/socket/device?token=${await deviceToken(s.app, deviceId, bearer(parents[i]!))}`)),
+  );
+  const res = await s.app.inject({ method: 'POST', url: '/api/session/token/revoke', headers: { ...FORM, authorization: w.cad }, payload: formBody({ token: parents[1]! }) });
+  t.equal(res.statusCode, 204);
+  t.equal(await closeCode(revoked!), REVOKED, 'the parent revoked: closed with 4001');
+  await settle();
+  t.equal(expiring!.closed, null, 'the other parent stands');
+  clock.advance(2 * 3600_000);
+  t.equal(await closeCode(expiring!), REVOKED, 'the parent expired: closed with 4001');
+});
+
 t.test('when a device is disabled or deleted, then its socket is closed with 4001 and a disabled device cannot connect', async (t) => {
   const s = await listen(t);
   const w = await world(s.app);
