@@ -24,6 +24,7 @@ import { GroupCommitter } from './store/group-commit.js';
 import { CheckpointCadence, type Checkpointer } from './store/checkpointer.js';
 import { PushStore } from './store/pushes.js';
 import { walSync, type DeferredSync } from './store/wal-sync.js';
+import { storageProbe } from './store/health.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { limitConnections, refusalLog, serverTimeouts } from './http/connections.js';
@@ -50,7 +51,7 @@ export interface AppDeps {
   /** an fsync pending for longer than this fails the health check (default 10 s) */
   syncStallMs?: number;
   /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
-  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every'>>) | null;
+  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every' | 'whenSyncFails'>>) | null;
   /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
   walRestartHoldMs?: number;
 }
@@ -178,9 +179,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       } catch (e) {
         app.log.error({ err: e }, 'could not turn the automatic checkpoint off');
       }
-      app.log.fatal({ err }, 'the WAL could not be synced: what is on disk is unknown; every write request is refused until a restart');
+      app.log.fatal({ err }, 'the database could not be synced: what is on disk is unknown; every write request is refused until a restart');
       deps.onStorageFailure?.();
     },
+    // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (group-commit.ts)
+    onStorage: (err) => {
+      if (err) app.log.error({ err }, 'storage unavailable: writes are refused (503) until one can be stored again; reads go on');
+      else app.log.warn('storage available again: writes are stored');
+    },
+    probe: storageProbe(db.$client),
     ...(deps.syncStallMs !== undefined ? { stallMs: deps.syncStallMs } : {}),
   });
   // After a failed fsync no request may write anything (users, tokens, sessions too): SQLite's
@@ -197,6 +204,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const checkpoints = deps.walCheckpoints;
   const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
   checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
+  // a failed fsync of the checkpoint thread is a failed sync like the WAL's (checkpointer.ts)
+  checkpoints?.whenSyncFails?.((err) => writes.syncFailed(err));
   // Sockets check their credentials again when access may have been withdrawn: a user, token,
   // session or link changed (identity.generation), or a device was added, changed or deleted
   // (reach_generation's token, migration 0012). One query each, however many sockets.

@@ -34,6 +34,12 @@ async function main(): Promise<void> {
             if (app) app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread');
             else console.error('checkpoint thread failed; checkpointing on the main thread:', err);
           },
+          // a full disk: the thread tries again every second, and says when a pass succeeds again
+          onPassFailed: (err) => {
+            if (app) app.log.error({ err }, 'checkpoint failed; trying again every second');
+            else console.error('checkpoint failed; trying again every second:', err);
+          },
+          onPassesResumed: () => app?.log.warn('checkpoints succeed again'),
         });
   app = await buildApp({
     config,
