@@ -45,13 +45,19 @@ function deviceCredential(deps: Deps, token: string, deviceId: number): DeviceCr
   return () => deps.auth.deviceForToken(token) === deviceId;
 }
 
+/** when the user who opened an impersonation runs out (null: not an impersonation) */
+function impersonatorExpiry(deps: Deps, impersonatorId: number | null | undefined): string | null | undefined {
+  return impersonatorId == null ? null : deps.identity.userById(impersonatorId)?.expirationTime;
+}
+
 /** What a user socket was opened with: a token, a session cookie, or Basic credentials. */
 function userCredential(deps: Deps, req: FastifyRequest, principal: Principal): UserCredential {
   if (principal.method === 'bearer') {
     const token = tokenFrom(req)!;
     return () => {
       const hit = deps.auth.userToken(token);
-      return hit && { user: hit.user, until: earliest(hit.token.expiresAt, hit.user.expirationTime) };
+      if (!hit) return null;
+      return { user: hit.user, until: earliest(hit.token.expiresAt, hit.user.expirationTime, impersonatorExpiry(deps, hit.token.impersonatorId)) };
     };
   }
   if (principal.method === 'session') {
@@ -59,13 +65,13 @@ function userCredential(deps: Deps, req: FastifyRequest, principal: Principal): 
     return () => {
       const p = deps.auth.session(cookie);
       if (!p) return null;
-      const impersonator = p.session?.impersonatorId ? deps.identity.userById(p.session.impersonatorId) : undefined;
       return {
         user: p.user,
         until: earliest(
           p.token?.expiresAt,
           p.user.expirationTime,
-          impersonator?.expirationTime,
+          impersonatorExpiry(deps, p.session?.impersonatorId),
+          impersonatorExpiry(deps, p.token?.impersonatorId),
           p.session ? Date.parse(p.session.lastSeenAt) + SESSION_IDLE_MS : null,
         ),
       };

@@ -123,6 +123,20 @@ t.test('when the password of a socket opened with Basic credentials changes, the
   t.equal(await closeCode(c), REVOKED, 'closed with 4001');
 });
 
+t.test('when the manager link that allowed an impersonation is removed, then a socket opened with that session is closed with 4001', async (t) => {
+  const s = await listen(t);
+  const w = await world(s.app);
+  const managerId = await createUser(s.app, { name: 'Manager', email: 'manager@example.test', password: 'manager-password', userLimit: 5 });
+  await grant(s.app, { userId: managerId, managedUserId: w.cadId });
+  const opened = await s.app.inject({ method: 'GET', url: `/api/session/${w.cadId}`, headers: { authorization: basic('manager@example.test', 'manager-password') } });
+  t.equal(opened.statusCode, 200);
+  const c = await connect(t, `${s.ws}/api/socket`, { headers: { cookie: cookieOf(opened) } });
+  await receiving(s.app, w, c);
+  const removed = await s.app.inject({ method: 'DELETE', url: '/api/permissions', headers: { authorization: adminAuth() }, payload: { userId: managerId, managedUserId: w.cadId } });
+  t.equal(removed.statusCode, 204);
+  await endsWithRevoked(t, s.app, w, c);
+});
+
 t.test('when an administrator is demoted, then its socket stops getting events of devices it no longer reaches from the next event on', async (t) => {
   const s = await listen(t);
   const w = await world(s.app);
