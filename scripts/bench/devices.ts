@@ -49,12 +49,16 @@ export interface AlertResult {
   /** the first frame of each expected push that arrived */
   received: number;
   missing: number;
+  /** the first 20 pushes that never arrived: "originId -> device id" */
+  missingPushes: string[];
   /** frames of an expected push after its first */
   duplicates: number;
   /** frames of no incident of this run */
   other: number;
   /** send of the create to the frame on the device's socket, ms */
   latency: Quantiles;
+  /** the same from when the create was due (open loop: a create sent late, all connections busy, counts its wait) */
+  latencyFromDue: Quantiles;
   /** the create's response, from its due time and from its send (paced.ts) */
   post: PacedResult;
   /** frames over 25 ms, grouped when they were sent within 500 ms of each other; ms from the first request */
@@ -160,6 +164,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
   const three = (k: number) => [0, 1, 2].map((j) => c.callsigns[(3 * k + j) % c.callsigns.length]!);
   // the k-th incident's send time, and which of its devices have had their frame
   const sent = new Float64Array(total).fill(NaN);
+  const due = new Float64Array(total).fill(NaN);
   const waiting: Set<number>[] = [];
   let expected = 0;
   for (let k = 0; k < total; k++) {
@@ -169,6 +174,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
   }
   const samples: Sample[] = [];
   const latencies: number[] = [];
+  const fromDue: number[] = [];
   let duplicates = 0;
   let other = 0;
   let sampleFrame = '';
@@ -190,6 +196,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
     sampleFrame ||= text;
     const ms = at - sent[k]!;
     latencies.push(ms);
+    fromDue.push(at - due[k]!);
     samples.push({ at: sent[k]! - start, ms });
     if (latencies.length === expected) allArrived();
   };
@@ -210,8 +217,9 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
         description: 'alert latency',
         resources: three(n++).map(([callsign]) => callsign),
       }),
-    onSent: (_due, at) => {
-      if (s === 0) start = at;
+    onSent: (dueAt, at) => {
+      if (s === 0) start = dueAt;
+      due[s] = dueAt;
       sent[s++] = at;
     },
     rate: c.rate,
@@ -221,14 +229,18 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
   // every expected frame, or 10 s after the last response
   await Promise.race([arrived, new Promise((r) => setTimeout(r, 10_000))]);
   onFrame = () => {};
+  const missingPushes: string[] = [];
+  for (let k = 0; k < total && missingPushes.length < 20; k++) for (const d of waiting[k]!) if (missingPushes.length < 20) missingPushes.push(`${c.run}-a${k} -> device ${d}`);
   return {
     incidents: total,
     expected,
     received: latencies.length,
     missing: expected - latencies.length,
+    missingPushes,
     duplicates,
     other,
     latency: quantiles(latencies),
+    latencyFromDue: quantiles(fromDue),
     post,
     stalls: stalls(samples, 25, 500),
     sampleFrame,
