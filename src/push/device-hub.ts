@@ -63,6 +63,7 @@ export const CLOSE = {
   /** more than SEND_BUFFER_MAX waiting to be sent: the client does not read */
   sendBufferFull: 4008,
   shutdown: 1001,
+  internalError: 1011,
 } as const;
 
 /** the most that may wait to be sent on one socket */
@@ -133,6 +134,7 @@ export class DeviceHub implements PushHub {
   private readonly timers: NodeJS.Timeout[] = [];
   /** SocketAccess.stamp() when every credential was last checked */
   private stamp: unknown = undefined;
+  private checkFailureLogged = 0;
   /** a TTL sweep is walking the events */
   private expiring = false;
   private closed = false;
@@ -159,11 +161,15 @@ export class DeviceHub implements PushHub {
     return { ws, missedPongs: 0, badFrames: 0, badSince: 0, ended: false, ...extra };
   }
 
+  /** check(), or 'failed' when it threw: logged at most every 10 s, checked again at the next pass */
   private checked<T>(check: () => T | null, what: object): Checked<T> {
     try {
       return check();
     } catch (err) {
-      this.log.error({ ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
+      if (Date.now() - this.checkFailureLogged >= 10_000) {
+        this.checkFailureLogged = Date.now();
+        this.log.error({ ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
+      }
       this.stamp = undefined;
       return 'failed';
     }
@@ -213,7 +219,8 @@ export class DeviceHub implements PushHub {
   attachUser(ws: WebSocket, check: UserCredential): void {
     const standing = this.checked(check, {});
     if (standing === null || standing === 'failed') {
-      ws.close(CLOSE.revoked, 'the credential no longer stands');
+      if (standing === null) ws.close(CLOSE.revoked, 'the credential no longer stands');
+      else ws.close(CLOSE.internalError, 'the credential could not be checked; try again');
       return;
     }
     const userId = standing.user.id;
