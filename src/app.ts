@@ -224,7 +224,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       ...deps.hubOptions,
     },
     {
-      stamp: () => `${identity.generation}:${reachToken.get() as number}`,
+      credentialsStamp: () => identity.generation,
+      devicesStamp: () => reachToken.get(),
       reached: (user, deviceIds) => socketAccess.reachedAmong(user, deviceIds),
       enabled: (deviceIds) => new Set(enabledAmong.all(JSON.stringify(deviceIds)) as number[]),
     },

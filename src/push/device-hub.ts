@@ -7,7 +7,7 @@
 // User sockets receive {"events":[…]} for the devices their user reaches now.
 // What a socket may cost (section 5, and the close codes in openapi.yaml's info.description):
 //  - it lives no longer than its credential: every credentialCheckMs (250 ms), when access may
-//    have been withdrawn (SocketAccess.stamp moved) or a credential ran out by itself, each
+//    have been withdrawn (a SocketAccess stamp moved) or a credential ran out by itself, each
 //    socket's credential is checked again, and a socket whose credential no longer stands is
 //    closed (4001); a batch of events checks first, so permissions apply from the next event;
 //  - ping/pong on every socket (dropped after 2 missed pongs);
@@ -36,7 +36,7 @@ export interface HubOptions {
   expireIntervalMs: number;
   /** pushes read and sent per batch */
   batch: number;
-  /** how often SocketAccess.stamp and the credentials' expiries are looked at */
+  /** how often the SocketAccess stamps and the credentials' expiries are looked at */
   credentialCheckMs: number;
   /** user sockets one user may hold (USER_SOCKETS_MAX); a new one closes the oldest */
   userSocketsMax: number;
@@ -77,8 +77,10 @@ const INVALID_FRAMES_WINDOW_MS = 60_000;
 
 /** What the hub needs to know of access; each answer is one query, however many sockets. */
 export interface SocketAccess {
-  /** a value that changes whenever access may have been withdrawn (a user, token, session, device or link changed) */
-  stamp(): unknown;
+  /** changes whenever a credential may have been withdrawn (a user, token, session or link changed) */
+  credentialsStamp(): unknown;
+  /** changes whenever a device may have been disabled or deleted */
+  devicesStamp(): unknown;
   /** which of a batch's devices the user reaches now */
   reached(user: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all';
   /** which of these devices exist and are enabled */
@@ -132,8 +134,8 @@ export class DeviceHub implements PushHub {
   private readonly conns = new Map<number, DeviceConn>();
   private readonly users = new Map<number, UserGroup>();
   private readonly timers: NodeJS.Timeout[] = [];
-  /** SocketAccess.stamp() when every credential was last checked */
-  private stamp: unknown = undefined;
+  /** the SocketAccess stamps when every credential was last checked */
+  private stamps: { credentials: unknown; devices: unknown } = { credentials: undefined, devices: undefined };
   private checkFailureLogged = 0;
   /** a TTL sweep is walking the events */
   private expiring = false;
@@ -170,7 +172,7 @@ export class DeviceHub implements PushHub {
         this.checkFailureLogged = Date.now();
         this.log.error({ ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
       }
-      this.stamp = undefined;
+      this.stamps = { credentials: undefined, devices: undefined };
       return 'failed';
     }
   }
@@ -391,33 +393,31 @@ export class DeviceHub implements PushHub {
   }
 
   /**
-   * Checks again the credential of every socket when access may have been withdrawn (the stamp
-   * moved), and of each socket whose credential ran out by itself. A user socket's group takes
-   * the user as stored now, so what it receives next is decided on the current record.
+   * Checks again the credential of every socket when one may have been withdrawn (a stamp
+   * moved), and of each socket whose credential ran out by itself: one query for the devices
+   * (are they enabled), then each credential. A user socket's group takes the user as stored
+   * now, so what it receives next is decided on the current record.
    */
   checkCredentials(): void {
     if (this.closed) return;
-    let stamp: unknown;
-    try {
-      stamp = this.access.stamp();
-    } catch (err) {
-      this.log.error({ err }, 'could not tell whether access changed; socket credentials are checked at the next pass');
-      return;
-    }
-    const moved = stamp !== this.stamp;
-    this.stamp = stamp;
+    const stamps = this.checked(() => ({ credentials: this.access.credentialsStamp(), devices: this.access.devicesStamp() }), {});
+    if (stamps === null || stamps === 'failed') return;
+    const credentialsMoved = stamps.credentials !== this.stamps.credentials;
+    const devicesMoved = credentialsMoved || stamps.devices !== this.stamps.devices;
+    this.stamps = stamps;
     const now = this.clock.now().getTime();
-    const due = [...this.conns.values()].filter((conn) => moved || conn.until <= now);
+    const due = [...this.conns.values()].filter((conn) => devicesMoved || conn.until <= now);
     const enabled = due.length === 0 ? null : this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
     if (enabled !== null && enabled !== 'failed') {
       for (const conn of due) {
-        const stands = enabled.has(conn.deviceId) && this.checked(conn.check, { deviceId: conn.deviceId });
+        const tokenDue = credentialsMoved || conn.until <= now;
+        const stands = enabled.has(conn.deviceId) && (!tokenDue || this.checked(conn.check, { deviceId: conn.deviceId }));
         if (stands === false) this.end(conn, CLOSE.revoked, 'the device token was revoked or expired, or the device disabled or deleted');
       }
     }
     for (const group of [...this.users.values()]) {
       for (const conn of [...group.conns]) {
-        if (!moved && conn.until > now) continue;
+        if (!credentialsMoved && conn.until > now) continue;
         const standing = this.checked(conn.check, { userId: conn.userId });
         if (standing === null) this.end(conn, CLOSE.revoked, 'the credential no longer stands');
         else if (standing !== 'failed') {
