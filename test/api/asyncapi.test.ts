@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
 import { asyncapiPath, projectRoot } from '../../src/paths.js';
+import { CLOSE } from '../../src/push/device-hub.js';
 import { makeApp } from '../fixtures/app.js';
 import { ASYNCAPI_ID, OPENAPI_ID, asyncapi, atPointer, frameViolation, openapi, type Channel, type Direction } from '../fixtures/asyncapi.js';
 import { events, incidentBody, send, world } from '../fixtures/incidents.js';
@@ -75,6 +76,26 @@ t.test('when asyncapi.yaml is read, then it is AsyncAPI 3.0 whose channels, oper
   }
   for (const [name, channel] of Object.entries(channels) as [string, Json][]) {
     for (const key of Object.keys(channel.messages)) t.ok(used.has(`#/channels/${name}/messages/${key}`), `message ${key} of ${name} is used by an operation`);
+  }
+});
+
+t.test('when the channels list their close codes, then every code the hub closes with is there, and no other', async (t) => {
+  const listed = (name: string) => new Set([...String(asyncapi.channels[name].description).matchAll(/^\s*- `(\d{4})`/gm)].map((m) => Number(m[1])));
+  const device = listed('device');
+  const user = listed('user');
+  // what ws itself does: 1009 for a frame over maxPayload; 1006 when a socket is terminated
+  // after missed pongs (CLOSE.dead, 4002, is declared but never sent: no close frame is)
+  const transport = [1006, 1009];
+  const sent = Object.values(CLOSE).filter((code) => code !== CLOSE.dead);
+  const all = new Set([...device, ...user]);
+  for (const code of sent) t.ok(all.has(code), `close code ${code} is listed`);
+  t.same(
+    [...all].filter((code) => !(sent as number[]).includes(code) && !transport.includes(code)),
+    [],
+    'no listed code the service does not use',
+  );
+  for (const code of [CLOSE.replaced, CLOSE.revoked, CLOSE.invalidFrames, CLOSE.sendBufferFull, CLOSE.shutdown, ...transport]) {
+    t.ok(device.has(code) && user.has(code), `${code} is listed for both channels`);
   }
 });
 
