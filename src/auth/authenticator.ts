@@ -89,13 +89,8 @@ export class Authenticator {
   checkPassword(email: string, password: string): Promise<UserRecord | null> {
     const emailKey = email.trim().toLowerCase();
     const cacheKey = sha256(`${emailKey}\u0000${password}`);
-    const cached = this.basicCache.get(cacheKey);
-    if (cached) {
-      const user = this.identity.userById(cached.userId);
-      // the same user, still under this email, still with this password
-      if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return Promise.resolve(this.usable(user) ? user : null);
-      this.basicCache.delete(cacheKey);
-    }
+    const cached = this.cachedCheck(emailKey, cacheKey);
+    if (cached !== undefined) return Promise.resolve(cached);
     const inFlight = this.checking.get(cacheKey);
     if (inFlight) return inFlight;
     const check = this.hashCheck(email, emailKey, password, cacheKey);
@@ -105,6 +100,26 @@ export class Authenticator {
     };
     check.then(done, done);
     return check;
+  }
+
+  /**
+   * The answer for credentials verified before (undefined when they were not), without a hash
+   * and without an await: a caller that counted an attempt can settle it in the same turn, so
+   * that many parallel calls with the same right credentials never pile up as attempts.
+   */
+  cachedPassword(email: string, password: string): UserRecord | null | undefined {
+    const emailKey = email.trim().toLowerCase();
+    return this.cachedCheck(emailKey, sha256(`${emailKey}\u0000${password}`));
+  }
+
+  private cachedCheck(emailKey: string, cacheKey: string): UserRecord | null | undefined {
+    const cached = this.basicCache.get(cacheKey);
+    if (!cached) return undefined;
+    const user = this.identity.userById(cached.userId);
+    // the same user, still under this email, still with this password
+    if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
+    this.basicCache.delete(cacheKey);
+    return undefined;
   }
 
   /** the check of these credentials being hashed now, if there is one (nothing else is looked up) */

@@ -75,6 +75,12 @@ export async function checkLogin(auth: Authenticator, throttle: LoginThrottle, i
     if (user) return user;
     throw problems.tooManyRequests(attempt.retryAfter);
   }
+  // credentials verified before are settled in this turn (no attempt stays pending)
+  const cached = auth.cachedPassword(email, password);
+  if (cached) {
+    attempt.succeeded();
+    return cached;
+  }
   let user: UserRecord | null;
   try {
     user = await auth.checkPassword(email, password);
