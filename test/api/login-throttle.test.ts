@@ -197,6 +197,16 @@ t.test('a correct login is not blocked by others\' failures', async (t) => {
     t.equal((await withBasic(app, ADMIN.email, 'wrong', '10.0.0.1')).statusCode, 401, 'a wrong administrator password there is checked');
   });
 
+  t.test('when a CAD sends 50 calls at once with Basic credentials verified before, then none is throttled by the others in flight', async (t) => {
+    const { throttle } = throttled({ freeFailures: 5, addressFailures: 10 });
+    const { app } = await makeApp(t, { throttle });
+    t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200, 'verified once');
+    for (let round = 0; round < 3; round++) {
+      const burst = await Promise.all(Array.from({ length: 50 }, () => withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')));
+      t.same(statuses(burst), { 200: 50 }, `round ${round}: all 50 answered`);
+    }
+  });
+
   t.test('when an account known at an address fails there itself, then its own limit still applies', async (t) => {
     const { throttle } = throttled({ freeFailures: 3, addressFailures: 10 });
     const { app } = await makeApp(t, { throttle });
