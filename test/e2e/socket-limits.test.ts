@@ -5,7 +5,8 @@ import t from 'tap';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket as ServerSocket } from 'ws';
-import { adminAuth, createDevice, mintToken } from '../fixtures/app.js';
+import { adminAuth, createDevice, grant, mintToken } from '../fixtures/app.js';
+import { IdentityStore } from '../../src/store/identity.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { closeCode, connect, deviceToken, listen, settle, until, userEvents, type Client } from '../fixtures/sockets.js';
 
@@ -25,6 +26,35 @@ t.test('when a user opens one socket more than USER_SOCKETS_MAX, then its oldest
   await until('the event on the ten open sockets', () => sockets.slice(1).every((c) => userEvents(c).length === 1));
   t.ok(sockets.slice(1).every((c) => c.closed === null), 'the ten newest stay open');
   t.equal(userEvents(sockets[0]!).length, 0);
+});
+
+t.test('when a user holding 10 sockets is sent a batch of 50 events, then what it reaches is read once for the batch, not per socket and event', async (t) => {
+  const s = await listen(t);
+  const w = await world(s.app);
+  const callsigns = Array.from({ length: 50 }, (_, i) => `F${i}`);
+  for (const name of callsigns) await grant(s.app, { userId: w.cadId, deviceId: await createDevice(s.app, { name, uniqueId: name }) });
+  const token = await mintToken(s.app, w.cad);
+  const sockets: Client[] = [];
+  for (let i = 0; i < 10; i++) sockets.push(await connect(t, `${s.ws}/api/socket?token=${token}`));
+  // every way the store answers "does this user reach this device"
+  let reads = 0;
+  for (const method of ['reachesDevice', 'devicesReachedAmong'] as const) {
+    const original = IdentityStore.prototype[method] as (...args: unknown[]) => unknown;
+    if (typeof original !== 'function') continue;
+    (IdentityStore.prototype as unknown as Record<string, unknown>)[method] = function (this: unknown, ...args: unknown[]) {
+      reads++;
+      return original.apply(this, args);
+    };
+    t.teardown(() => void ((IdentityStore.prototype as unknown as Record<string, unknown>)[method] = original));
+  }
+  const res = await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: callsigns }));
+  t.equal(res.status, 202);
+  await until('the batch on every socket', () => sockets.every((c) => userEvents(c).length === 50));
+  t.equal(reads, 1, 'one reach query for the batch');
+  t.ok(
+    sockets.every((c) => JSON.stringify(c.frames) === JSON.stringify(sockets[0]!.frames)),
+    'every socket got the same frame',
+  );
 });
 
 t.test('when a user socket never answers pings, then it is dropped after two missed pongs', async (t) => {
