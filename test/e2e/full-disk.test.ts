@@ -265,15 +265,14 @@ t.test('when the database disk is full, then writes answer 503 storage-unavailab
   t.ok(list.body.length >= 10);
   t.equal((await api(port, 'GET', `/incidents/${first.id}`)).status, 200, 'one incident is read');
 
-  // updates (by id and by originId) are refused the same way; with max_page_count only a write
-  // that needs a new page fails, so there an update in place may be stored (and answered 2xx)
+  // updates (by id and by originId) answer 2xx or 503 storage-unavailable too (write() checks
+  // each answer). Whether one is refused depends on where the WAL stands: after the checkpoint
+  // thread lets it start over, frames are written over old ones and need no new space, so an
+  // update may well be stored on a full disk; that is not asserted either way.
   const updated = (i: number) => ({ ...incident('BEFORE-0'), priority: 2 + (i % 3), resources: [`U${i}`, `V${i}`, `W${i}`] });
   const byId = await refusedWithin(50, (i) => write('PUT', `/incidents/${first.id}`, updated(i)));
   const byOrigin = await refusedWithin(50, (i) => write('PUT', '/incidents/update', { ...updated(i), originId: 'BEFORE-1' }));
-  if (disk.mode === 'tmpfs') {
-    t.ok(byId, 'an update by id is refused');
-    t.ok(byOrigin, 'an update by originId is refused');
-  }
+  t.comment(`updates refused while full: by id ${byId}, by originId ${byOrigin}`);
   t.ok(await refusedWithin(50, () => write('POST', '/incidents', incident(`FULL-${n++}`))), 'a create is refused again');
   t.equal((await api(port, 'GET', '/health')).status, 503, 'still not ready');
   t.equal(server.child.exitCode, null, 'the server keeps running');
