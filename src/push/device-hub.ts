@@ -399,7 +399,7 @@ export class DeviceHub implements PushHub {
    * now, so what it receives next is decided on the current record.
    */
   checkCredentials(): void {
-    if (this.closed) return;
+    if (this.closed || (this.conns.size === 0 && this.users.size === 0)) return;
     const stamps = this.checked(() => ({ credentials: this.access.credentialsStamp(), devices: this.access.devicesStamp() }), {});
     if (stamps === null || stamps === 'failed') return;
     const credentialsMoved = stamps.credentials !== this.stamps.credentials;
