@@ -3,7 +3,8 @@
 // responder feels: alert latency with 2 000 devices on WebSockets, and a reconnect storm
 // against a bare `ws` server (scripts/bench/responder.ts). Prints one table.
 // `npm run bench -- --only alert,storm` runs only the parts named: `classic` (everything but
-// the responder's), `alert`, `storm`.
+// the responder's), `alert`, `storm`. BENCH_ALERT_S (20) and BENCH_ALERT_DEVICES (2 000) size
+// the responder's part.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per

@@ -250,7 +250,8 @@ export function formatResponder(r: ResponderResult): { text: string; checks: str
   if (s) {
     const bareMs = s.bare.reduce((x, b) => x + b.ms, 0) / s.bare.length;
     out.push(`\nReconnect storm: ${r.devices} devices connect at once, each with 4 pushes queued while it was away (${s.queued} incidents); until every device has its 4 frames.`);
-    out.push('The bare server: `ws` alone, same machine, accepting the same sockets and sending each the same 4 frames (run twice, after the service).\n');
+    out.push('The bare server: `ws` alone, same machine, accepting the same sockets and sending each the same 4 frames (run twice, after the service).');
+    out.push("Both listen with Node's default backlog (511): a connection dropped at a full accept queue is tried again by the client's kernel after 1 s, so a row with drops carries that second.\n");
     out.push('| server | all delivered | all sockets open | p50 device done | p99 device done | devices complete | extra frames | failed | dropped at a full accept queue |');
     out.push('|---|---|---|---|---|---|---|---|---|');
     const row = (name: string, x: StormResult) =>
