@@ -137,6 +137,7 @@ export class DeviceHub implements PushHub {
   /** the SocketAccess stamps when every credential was last checked */
   private stamps: { credentials: unknown; devices: unknown } = { credentials: undefined, devices: undefined };
   private checkFailureLogged = 0;
+  private writeFailureLogged = 0;
   /** a TTL sweep is walking the events */
   private expiring = false;
   private closed = false;
@@ -177,6 +178,24 @@ export class DeviceHub implements PushHub {
     }
   }
 
+  /**
+   * A delivery write (presence, sent, acknowledged). It may fail on a full or read-only disk,
+   * inside a socket's event handler or a timer, where a throw would end the process; losing one
+   * only repeats a push or leaves a status stale, so it is logged (at most every 10 s) and
+   * skipped. Returns undefined when it failed.
+   */
+  private stored<T>(what: string, write: () => T): T | undefined {
+    try {
+      return write();
+    } catch (err) {
+      if (Date.now() - this.writeFailureLogged >= 10_000) {
+        this.writeFailureLogged = Date.now();
+        this.log.error({ err, write: what }, 'a delivery write failed; pushes stay pending and are sent again');
+      }
+      return undefined;
+    }
+  }
+
   /** The device exists and is enabled: it may open a socket. */
   enabled(deviceId: number): boolean {
     return this.access.enabled([deviceId]).has(deviceId);
@@ -197,23 +216,23 @@ export class DeviceHub implements PushHub {
     const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, flushScheduled: false });
     this.conns.set(deviceId, conn);
     this.online.add(deviceId);
-    this.store.setStatus(deviceId, 'online', this.now());
+    this.stored('status', () => this.store.setStatus(deviceId, 'online', this.now()));
     this.log.info({ deviceId }, 'device connected');
     ws.on('pong', () => {
       conn.missedPongs = 0;
-      this.store.setStatus(deviceId, 'online', this.now());
+      this.stored('status', () => this.store.setStatus(deviceId, 'online', this.now()));
     });
     ws.on('message', (data, isBinary) => this.onDeviceMessage(conn, isBinary ? null : data.toString()));
     ws.on('close', () => this.detach(conn, 'closed'));
     ws.on('error', (err) => this.log.warn({ deviceId, err: err.message }, 'device socket error'));
-    this.flush(conn);
+    this.stored('flush', () => this.flush(conn));
   }
 
   private detach(conn: DeviceConn, why: string): void {
     if (this.conns.get(conn.deviceId) !== conn) return;
     this.conns.delete(conn.deviceId);
     this.online.delete(conn.deviceId);
-    this.store.setStatus(conn.deviceId, 'offline', null);
+    this.stored('status', () => this.store.setStatus(conn.deviceId, 'offline', null));
     this.log.info({ deviceId: conn.deviceId, why }, 'device disconnected');
   }
 
@@ -283,7 +302,7 @@ export class DeviceHub implements PushHub {
     }
     const m = msg as { type?: unknown; pushId?: unknown } | null;
     if (m && m.type === 'ack' && Number.isSafeInteger(m.pushId) && (m.pushId as number) > 0) {
-      const n = this.store.ack(conn.deviceId, m.pushId as number, this.now());
+      const n = this.stored('ack', () => this.store.ack(conn.deviceId, m.pushId as number, this.now())) ?? 0;
       if (n > 0) this.log.debug({ deviceId: conn.deviceId, upTo: m.pushId, delivered: n }, 'pushes acknowledged');
       return;
     }
@@ -328,7 +347,7 @@ export class DeviceHub implements PushHub {
       }
       if (sent.length > 0) {
         conn.cursor = sent[sent.length - 1]!;
-        this.store.markSent(sent, this.now());
+        this.stored('sent', () => this.store.markSent(sent, this.now()));
       }
       if (sent.length < rows.length) {
         this.scheduleFlush(conn, 20);
@@ -341,7 +360,7 @@ export class DeviceHub implements PushHub {
   private scheduleFlush(conn: DeviceConn, delayMs = 0): void {
     if (conn.flushScheduled) return;
     conn.flushScheduled = true;
-    const run = () => this.flush(conn);
+    const run = () => this.stored('flush', () => this.flush(conn));
     if (delayMs > 0) setTimeout(run, delayMs).unref();
     else setImmediate(run);
   }
@@ -493,12 +512,12 @@ export class DeviceHub implements PushHub {
     for (const conn of [...this.conns.values()]) {
       if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
       if (conn.cursor === 0) continue; // nothing sent on this socket yet
-      const oldest = this.store.oldestUnacked(conn.deviceId, conn.cursor);
+      const oldest = this.stored('resend', () => this.store.oldestUnacked(conn.deviceId, conn.cursor));
       if (!oldest || oldest.lastSentAt === null) continue;
       if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
         this.log.info({ deviceId: conn.deviceId, fromPushId: oldest.id }, 'ack timeout: resending from the oldest unacked push');
         conn.cursor = oldest.id - 1;
-        this.flush(conn);
+        this.stored('flush', () => this.flush(conn));
       }
     }
     for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.overBound(conn, { userId: conn.userId });
