@@ -37,12 +37,17 @@ export function publicUser(u: UserRecord): Schemas['User'] {
   };
 }
 
-export function publicDevice(d: DeviceRecord): Schemas['Device'] {
+/**
+ * `online` is a socket open and answering right now (`online`: the device hub's set, read from
+ * memory); the stored status, written in batches, only says whether the device was ever
+ * connected (`unknown` before its first socket, `offline` after).
+ */
+export function publicDevice(d: DeviceRecord, online: ReadonlySet<number>): Schemas['Device'] {
   return {
     id: d.id,
     name: d.name,
     uniqueId: d.uniqueId,
-    status: d.status,
+    status: online.has(d.id) ? 'online' : d.status === 'unknown' ? 'unknown' : 'offline',
     lastUpdate: d.lastUpdate,
     disabled: d.disabled,
     attributes: json(d.attributes),

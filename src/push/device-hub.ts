@@ -68,6 +68,15 @@ export const CLOSE = {
 
 /** the most that may wait to be sent on one socket */
 export const SEND_BUFFER_MAX = 1024 * 1024;
+
+/** a device's lastUpdate is written at most this often while its socket answers pings */
+const PRESENCE_WRITE_MS = 60_000;
+
+/** how long presence writes are gathered into one transaction */
+const PRESENCE_BATCH_MS = 20;
+
+/** device sockets pinged per turn of the event loop */
+const PING_SLICE = 200;
 /** pushes are sent while less than this waits (so a device that reads is never near the bound) */
 const PUSH_PAUSE = 256 * 1024;
 /** an error reply is sent only while less than this waits */
@@ -113,6 +122,10 @@ interface DeviceConn extends Conn {
   check: DeviceCredential;
   /** highest pushId sent on this socket */
   cursor: number;
+  /** highest pushId the device acknowledged on this socket */
+  acked: number;
+  /** when presence (status, lastUpdate) was last queued for the database (ms) */
+  presenceAt: number;
   flushScheduled: boolean;
 }
 
@@ -138,6 +151,7 @@ export class DeviceHub implements PushHub {
   private stamps: { credentials: unknown; devices: unknown } = { credentials: undefined, devices: undefined };
   private checkFailureLogged = 0;
   private writeFailureLogged = 0;
+  private readonly presenceQueue = new Map<number, { status: 'online' | 'offline'; at: string | null }>();
   /** a TTL sweep is walking the events */
   private expiring = false;
   private closed = false;
@@ -196,6 +210,24 @@ export class DeviceHub implements PushHub {
     }
   }
 
+  /**
+   * Presence (status, lastUpdate) is queued and written at most every PRESENCE_BATCH_MS, in one
+   * transaction: 2 000 devices connecting, leaving or answering pings at once are a few writes,
+   * not 2 000 (DESIGN section 5). The last state queued for a device wins. What is reported
+   * as online (`online`, the 202 report) is read from memory, never from these rows.
+   */
+  private presence(deviceId: number, status: 'online' | 'offline', at: string | null): void {
+    this.presenceQueue.set(deviceId, { status, at });
+    if (this.presenceQueue.size > 1) return;
+    setTimeout(() => this.writePresence(), PRESENCE_BATCH_MS).unref();
+  }
+
+  private writePresence(): void {
+    const batch = [...this.presenceQueue];
+    this.presenceQueue.clear();
+    this.stored('status', () => this.store.setStatuses(batch.map(([deviceId, p]) => ({ deviceId, ...p }))));
+  }
+
   /** The device exists and is enabled: it may open a socket. */
   enabled(deviceId: number): boolean {
     return this.access.enabled([deviceId]).has(deviceId);
@@ -213,14 +245,17 @@ export class DeviceHub implements PushHub {
       this.conns.delete(deviceId);
       old.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, flushScheduled: false });
+    const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, acked: 0, presenceAt: Date.now(), flushScheduled: false });
     this.conns.set(deviceId, conn);
     this.online.add(deviceId);
-    this.stored('status', () => this.store.setStatus(deviceId, 'online', this.now()));
+    this.presence(deviceId, 'online', this.now());
     this.log.info({ deviceId }, 'device connected');
     ws.on('pong', () => {
+      // memory only; lastUpdate reaches the database at most once a minute per device
       conn.missedPongs = 0;
-      this.stored('status', () => this.store.setStatus(deviceId, 'online', this.now()));
+      if (Date.now() - conn.presenceAt < PRESENCE_WRITE_MS) return;
+      conn.presenceAt = Date.now();
+      this.presence(deviceId, 'online', this.now());
     });
     ws.on('message', (data, isBinary) => this.onDeviceMessage(conn, isBinary ? null : data.toString()));
     ws.on('close', () => this.detach(conn, 'closed'));
@@ -232,7 +267,7 @@ export class DeviceHub implements PushHub {
     if (this.conns.get(conn.deviceId) !== conn) return;
     this.conns.delete(conn.deviceId);
     this.online.delete(conn.deviceId);
-    this.stored('status', () => this.store.setStatus(conn.deviceId, 'offline', null));
+    this.presence(conn.deviceId, 'offline', null);
     this.log.info({ deviceId: conn.deviceId, why }, 'device disconnected');
   }
 
@@ -302,8 +337,10 @@ export class DeviceHub implements PushHub {
     }
     const m = msg as { type?: unknown; pushId?: unknown } | null;
     if (m && m.type === 'ack' && Number.isSafeInteger(m.pushId) && (m.pushId as number) > 0) {
-      const n = this.stored('ack', () => this.store.ack(conn.deviceId, m.pushId as number, this.now())) ?? 0;
-      if (n > 0) this.log.debug({ deviceId: conn.deviceId, upTo: m.pushId, delivered: n }, 'pushes acknowledged');
+      const upTo = m.pushId as number;
+      const n = this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now()));
+      if (n !== undefined && upTo > conn.acked) conn.acked = Math.min(upTo, conn.cursor);
+      if (n !== undefined && n > 0) this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
       return;
     }
     this.log.debug({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
@@ -448,15 +485,23 @@ export class DeviceHub implements PushHub {
   }
 
   private ping(): void {
-    for (const conn of [...this.conns.values()]) {
-      if (conn.missedPongs >= 2) {
-        this.detach(conn, 'no pong');
-        conn.ws.terminate();
-        continue;
+    // device sockets in slices, one per turn of the event loop: 2 000 pings in one turn held
+    // requests up for 30-40 ms
+    const devices = [...this.conns.values()];
+    const slice = (from: number) => {
+      for (const conn of devices.slice(from, from + PING_SLICE)) {
+        if (this.closed || this.conns.get(conn.deviceId) !== conn) continue;
+        if (conn.missedPongs >= 2) {
+          this.detach(conn, 'no pong');
+          conn.ws.terminate();
+          continue;
+        }
+        conn.missedPongs += 1;
+        conn.ws.ping();
       }
-      conn.missedPongs += 1;
-      conn.ws.ping();
-    }
+      if (from + PING_SLICE < devices.length) setImmediate(() => slice(from + PING_SLICE));
+    };
+    slice(0);
     for (const group of [...this.users.values()]) {
       for (const conn of [...group.conns]) {
         if (conn.missedPongs >= 2) {
@@ -511,7 +556,7 @@ export class DeviceHub implements PushHub {
     const now = this.clock.now().getTime();
     for (const conn of [...this.conns.values()]) {
       if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
-      if (conn.cursor === 0) continue; // nothing sent on this socket yet
+      if (conn.cursor === 0 || conn.acked >= conn.cursor) continue; // nothing sent, or all of it acknowledged
       const oldest = this.stored('resend', () => this.store.oldestUnacked(conn.deviceId, conn.cursor));
       if (!oldest || oldest.lastSentAt === null) continue;
       if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
@@ -529,5 +574,6 @@ export class DeviceHub implements PushHub {
     for (const conn of [...this.conns.values()]) this.end(conn, CLOSE.shutdown, 'server shutting down');
     for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.end(conn, CLOSE.shutdown, 'server shutting down');
     this.users.clear();
+    this.writePresence(); // before the database closes
   }
 }

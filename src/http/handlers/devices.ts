@@ -57,13 +57,13 @@ export class DeviceHandlers {
     const { userId, uniqueId } = req.query;
     if (userId !== undefined) {
       if (!this.ctx.access.canSeeUser(me, userId)) throw problems.forbidden('You may not list the devices of that user.');
-      return this.ctx.identity.listDevices({ ownerIds: [userId], uniqueId }).map(publicDevice);
+      return this.ctx.identity.listDevices({ ownerIds: [userId], uniqueId }).map((d) => publicDevice(d, this.ctx.push.online));
     }
     const ownerIds = me.administrator ? undefined : this.ctx.access.visibleOwnerIds(me);
-    return this.ctx.identity.listDevices({ ...(ownerIds ? { ownerIds } : {}), uniqueId }).map(publicDevice);
+    return this.ctx.identity.listDevices({ ...(ownerIds ? { ownerIds } : {}), uniqueId }).map((d) => publicDevice(d, this.ctx.push.online));
   };
 
-  getDevice: Handler<'getDevice'> = async (req) => publicDevice(this.deviceFor(caller(req), req.params.id, false));
+  getDevice: Handler<'getDevice'> = async (req) => publicDevice(this.deviceFor(caller(req), req.params.id, false), this.ctx.push.online);
 
   createDevice: Handler<'createDevice'> = async (req) => {
     const p = caller(req);
@@ -80,7 +80,7 @@ export class DeviceHandlers {
         return d;
       });
       req.log.info({ deviceId: device.id, by: me.id }, 'device created');
-      return publicDevice(device);
+      return publicDevice(device, this.ctx.push.online);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
       storageUnavailable(err);
@@ -92,7 +92,7 @@ export class DeviceHandlers {
     const p = caller(req);
     const device = this.deviceFor(p, req.params.id, true);
     try {
-      return publicDevice(this.ctx.identity.updateDevice(device.id, writable(req.body)));
+      return publicDevice(this.ctx.identity.updateDevice(device.id, writable(req.body)), this.ctx.push.online);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
       storageUnavailable(err);
