@@ -1,6 +1,8 @@
 // Delivery from the outbox to device sockets (DESIGN section 5).
 //  - online = a socket is open and answering pings; a new socket replaces the old one;
-//  - pushes stream in pushId order without waiting for acks; an ack is cumulative;
+//  - pushes stream in pushId order without waiting for acks; an ack is cumulative; a pushId
+//    is the device's own sequence number (pushes.ts), not the event's id, which the frame's
+//    event carries;
 //  - when the oldest unacked push has waited PUSH_ACK_TIMEOUT_S, sending restarts from it;
 //  - pushes older than PUSH_TTL_S become EXPIRED;
 //  - state lives in the database, so nothing is lost across a restart.
@@ -120,7 +122,7 @@ interface Conn {
 interface DeviceConn extends Conn {
   deviceId: number;
   check: DeviceCredential;
-  /** highest pushId sent on this socket */
+  /** highest pushId (the device's sequence) sent on this socket */
   cursor: number;
   /** highest pushId the device acknowledged on this socket */
   acked: number;
@@ -352,7 +354,7 @@ export class DeviceHub implements PushHub {
     return (
       `{"type":"push","pushId":${row.pushId},"event":` +
       JSON.stringify({
-        id: row.pushId,
+        id: row.eventId,
         type: row.type,
         eventTime: row.eventTime,
         deviceId: row.deviceId,
@@ -380,12 +382,10 @@ export class DeviceHub implements PushHub {
       for (const row of rows) {
         if (conn.ws.bufferedAmount >= PUSH_PAUSE) break;
         conn.ws.send(this.frame(row));
-        sent.push(row.pushId);
+        conn.cursor = row.pushId;
+        sent.push(row.eventId);
       }
-      if (sent.length > 0) {
-        conn.cursor = sent[sent.length - 1]!;
-        this.stored('sent', () => this.store.markSent(sent, this.now()));
-      }
+      if (sent.length > 0) this.stored('sent', () => this.store.markSent(sent, this.now()));
       if (sent.length < rows.length) {
         this.scheduleFlush(conn, 20);
         return;

@@ -361,8 +361,12 @@ export class IncidentStore {
       link: p(`INSERT OR IGNORE INTO user_incidents (user_id, incident_id) VALUES (?, ?)`),
       insertVersion: p(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`),
       insertEvent: p(
-        `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
+      // the device's next pushId, taken in this transaction: gapless and in commit order per
+      // device (a rolled-back write gives its numbers back). On PostgreSQL the same statement
+      // locks the device's row until the commit, so its pushes commit in pushId order.
+      nextPushId: p(`UPDATE devices SET push_seq = push_seq + 1 WHERE id = ? RETURNING push_seq`).pluck(),
       // an assignment push still waiting and never sent: the stand-down about to be written
       // supersedes it (found through events_incident (incident_id, device_id))
       supersedeAssign: p(
@@ -558,7 +562,8 @@ export class IncidentStore {
   }
 
   /**
-   * One event per draft, which is also its push (the outbox). A stand-down whose device never received the
+   * One event per draft, which is also its push (the outbox), numbered in its device's own
+   * sequence (pushes.ts). A stand-down whose device never received the
    * assignment (still PENDING, never sent) supersedes it: neither is sent, so a device that
    * reconnects later gets no stale alarm.
    */
@@ -571,7 +576,10 @@ export class IncidentStore {
       // a stand-down of an assignment the device never received replaces it: neither is sent
       const state: EventView['state'] =
         e.type === 'incidentDeassigned' && this.st.supersedeAssign.run(incident.id, e.deviceId).changes > 0 ? 'SUPERSEDED' : 'PENDING';
-      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId, state).lastInsertRowid);
+      // the plan names only devices that exist in this transaction (storedAssignments, the matches)
+      const pushId = this.st.nextPushId.get(e.deviceId) as number | undefined;
+      if (pushId === undefined) throw new Error(`an event for device ${e.deviceId}, which does not exist`);
+      const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId, state, pushId).lastInsertRowid);
       out.push({ id: eventId, type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
     }
     return out;
@@ -721,12 +729,15 @@ export class IncidentStore {
     // an event not yet on disk is not listed: after a power cut its id could name another
     where.push('e.id <= ?');
     args.push(Math.min(this.durable(), Number.MAX_SAFE_INTEGER));
+    // one device's events in push_seq order are in id order (pushes.ts): read in that order off
+    // events_device (device_id, push_seq), with no sort
+    const order = filter.deviceId !== undefined ? 'e.push_seq' : 'e.id';
     const rows = this
       .prepared(
         `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
                 e.state, e.attempts
          FROM events e
-         WHERE ${where.join(' AND ')} ORDER BY e.id LIMIT ? OFFSET ?`,
+         WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ? OFFSET ?`,
       )
       .all(...args, filter.limit, filter.offset) as (Omit<EventView, 'attributes'> & { attributes: string })[];
     return rows.map((r) => ({ ...r, attributes: JSON.parse(r.attributes) as EventView['attributes'] }));

@@ -1,19 +1,24 @@
 // The push outbox as the delivery side sees it: what is pending for a device, what was sent,
-// acknowledged, expired. Every event is a push (its id is the pushId); the incident unit of
-// work (incidents.ts) writes them.
+// acknowledged, expired. Every event is a push; the incident unit of work (incidents.ts) writes
+// them. Its pushId is events.push_seq, the device's own sequence: gapless and in commit order
+// for that device, so a cumulative ack ("every push <= N of this device") never settles a push
+// that commits later with a lower number, as a global id could on an engine whose sequences
+// commit out of order (PostgreSQL). Per device, pushIds grow with event ids.
 //
-// devices.settled_up_to is a floor: no push of the device at or below it is pending. Every
-// read here starts there, on events_device (device_id, id), instead of at the device's first
-// event. It only rises: a cumulative ack raises it to the acked id (never past the last event
-// written, so an ack of an unused id hides nothing later); a new socket's first read, which
-// finds nothing pending below its first row, raises it there, so expired or superseded pushes
-// are stepped over once per connection, not on every read. No event can later appear at or
-// below it: ids only grow. It is a hint for reads, never needed for correctness: any lower
-// value gives the same answers, more slowly.
+// devices.settled_up_to is a floor, a pushId of the device: none of its pushes at or below it
+// is pending. Every read here starts there, on events_device (device_id, push_seq), instead of
+// at the device's first push. It only rises: a cumulative ack raises it to the acked pushId
+// (never past the device's last push written, so an ack of an unused pushId hides nothing
+// later); a new socket's first read, which finds nothing pending below its first row, raises it
+// there, so expired or superseded pushes are stepped over once per connection, not on every
+// read. No push of the device can later appear at or below it: its pushIds only grow. It is a
+// hint for reads, never needed for correctness: any lower value gives the same answers, more
+// slowly.
 //
-// Only pushes the disk has are read or settled: up to `durable()`, the group commit's horizon
-// (group-commit.ts). A push of a write whose fsync is still under way waits for it: a device
-// must never act on an incident that a power cut could take back.
+// Only pushes the disk has are read or settled: those whose event id is up to `durable()`, the
+// group commit's horizon (group-commit.ts, a global event id). A push of a write whose fsync is
+// still under way waits for it: a device must never act on an incident that a power cut could
+// take back. Per device the pushes past the horizon are the last ones, so none is stepped over.
 //
 // The TTL sweep walks events by id, with no index of its own (an index of pending events cost
 // every event one more B-tree write; migration 0011). Events are written in time order: a
@@ -27,8 +32,10 @@ import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 
 export interface PushRow {
-  /** the event's id: every event is its own push */
+  /** the device's sequence number of this push (events.push_seq) */
   pushId: number;
+  /** the event's id: every event is its own push */
+  eventId: number;
   type: 'incidentAssigned' | 'incidentDeassigned';
   eventTime: string;
   deviceId: number;
@@ -58,16 +65,19 @@ export class PushStore {
       floor: p(`SELECT settled_up_to FROM devices WHERE id = ?`).pluck(),
       raise: p(`UPDATE devices SET settled_up_to = ? WHERE id = ? AND settled_up_to < ?`),
       lastEvent: p(`SELECT coalesce(max(id), 0) FROM events`).pluck(),
+      // the device's last push on disk: backwards on events_device from its last push
+      lastDurablePush: p(`SELECT push_seq FROM events WHERE device_id = ? AND id <= ? ORDER BY push_seq DESC LIMIT 1`).pluck(),
       pendingFrom: p(
-        `SELECT e.id AS pushId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
+        `SELECT e.push_seq AS pushId, e.id AS eventId, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId,
                 e.attributes, v.incident, e.last_sent_at AS lastSentAt
          FROM events e JOIN incident_versions v ON v.id = e.version_id
-         WHERE e.device_id = ? AND e.id > ? AND e.id <= ? AND e.state = 'PENDING' ORDER BY e.id LIMIT ?`,
+         WHERE e.device_id = ? AND e.push_seq > ? AND e.id <= ? AND e.state = 'PENDING' ORDER BY e.push_seq LIMIT ?`,
       ),
       markSent: p(`UPDATE events SET attempts = attempts + 1, last_sent_at = ? WHERE id = ?`),
-      ack: p(`UPDATE events SET state = 'DELIVERED', delivered_at = ? WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING'`),
+      ack: p(`UPDATE events SET state = 'DELIVERED', delivered_at = ? WHERE device_id = ? AND push_seq > ? AND push_seq <= ? AND state = 'PENDING'`),
       oldestPending: p(
-        `SELECT id, last_sent_at AS lastSentAt FROM events WHERE device_id = ? AND id > ? AND id <= ? AND state = 'PENDING' ORDER BY id LIMIT 1`,
+        `SELECT push_seq AS id, last_sent_at AS lastSentAt FROM events
+         WHERE device_id = ? AND push_seq > ? AND push_seq <= ? AND state = 'PENDING' ORDER BY push_seq LIMIT 1`,
       ),
       // the first event of the step still PENDING and younger than the cutoff: the sweep stops there
       youngPending: p(`SELECT id FROM events WHERE id > ? AND id <= ? AND state = 'PENDING' AND event_time >= ? ORDER BY id LIMIT 1`).pluck(),
@@ -84,9 +94,9 @@ export class PushStore {
     this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
   }
 
-  /** the last event the disk has */
-  private lastDurableEvent(): number {
-    return Math.min(this.st.lastEvent.get() as number, this.durable());
+  /** the pushId of the device's last push the disk has (0: none) */
+  private lastDurablePush(deviceId: number): number {
+    return (this.st.lastDurablePush.get(deviceId, Math.min(this.durable(), Number.MAX_SAFE_INTEGER)) as number | undefined) ?? 0;
   }
 
   /** no push of the device at or below the returned id is pending */
@@ -106,7 +116,7 @@ export class PushStore {
     // A new socket reads from the floor: nothing is pending below the first row found (or at
     // all), so the floor moves past what this read stepped over. Later reads start at the
     // socket's cursor and write nothing: no write per push delivered.
-    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : this.lastDurableEvent());
+    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : this.lastDurablePush(deviceId));
     return rows;
   }
 
@@ -129,24 +139,25 @@ export class PushStore {
     }
   }
 
-  markSent(pushIds: readonly number[], at: string): void {
+  /** the pushes sent, by their event ids (PushRow.eventId): one row each by its key */
+  markSent(eventIds: readonly number[], at: string): void {
     this.relaxed(() => {
-      for (const id of pushIds) this.st.markSent.run(at, id);
+      for (const id of eventIds) this.st.markSent.run(at, id);
     });
   }
 
-  /** cumulative: every pending push <= upTo of this device becomes DELIVERED (none it cannot have been sent) */
+  /** cumulative: every pending push of this device with a pushId <= upTo becomes DELIVERED (none it cannot have been sent) */
   ack(deviceId: number, upTo: number, at: string): number {
     return this.relaxed(() => {
       const floor = this.floor(deviceId);
-      const settled = Math.min(upTo, this.lastDurableEvent());
+      const settled = Math.min(upTo, this.lastDurablePush(deviceId));
       const delivered = this.st.ack.run(at, deviceId, floor, settled).changes;
       this.raise(deviceId, floor, settled);
       return delivered;
     });
   }
 
-  /** the oldest push of the device still pending among those sent so far (ids up to sentUpTo) */
+  /** the oldest push of the device still pending among those sent so far (pushIds up to sentUpTo); `id` is its pushId */
   oldestUnacked(deviceId: number, sentUpTo: number): { id: number; lastSentAt: string | null } | undefined {
     const floor = this.floor(deviceId);
     if (sentUpTo <= floor) return undefined;

@@ -52,6 +52,12 @@ export const devices = sqliteTable(
      * a delivery read that finds nothing pending below a point (src/store/pushes.ts).
      */
     settledUpTo: integer('settled_up_to').notNull().default(0),
+    /**
+     * The last pushId given to this device: the unit of work that writes its events bumps it
+     * once per event in the same transaction, so its pushIds are gapless and in commit order
+     * (src/store/incidents.ts). Migration 0014 started it at the device's last event id.
+     */
+    pushSeq: integer('push_seq').notNull().default(0),
   },
   (t) => [uniqueIndex('devices_unique_id').on(t.uniqueId), index('devices_name_key').on(t.nameKey)],
 );
@@ -165,6 +171,12 @@ export const events = sqliteTable(
     attempts: integer('attempts').notNull().default(0),
     lastSentAt: text('last_sent_at'),
     deliveredAt: text('delivered_at'),
+    /**
+     * The pushId devices see: the device's own sequence (devices.push_seq as this event bumped
+     * it), gapless and in commit order for that device. Events written before migration 0014
+     * kept their id as their pushId (gaps there are history).
+     */
+    pushSeq: integer('push_seq').notNull(),
   },
   // Per event, one index keyed by device (a random page write): events_device serves both the
   // event list and delivery, which starts at the device's settled_up_to. events_incident also
@@ -172,7 +184,7 @@ export const events = sqliteTable(
   // The TTL sweep has no index (0011 dropped events_pending_time, one B-tree write per event
   // and ~1.8 of the ~16 pages a create committed alone wrote): events are written in time
   // order, so it walks them by id from push_expiry's floor (pushes.ts).
-  (t) => [index('events_incident').on(t.incidentId, t.deviceId), index('events_device').on(t.deviceId, t.id)],
+  (t) => [index('events_incident').on(t.incidentId, t.deviceId), uniqueIndex('events_device').on(t.deviceId, t.pushSeq)],
 );
 
 /**

@@ -12,6 +12,7 @@ import { openDatabase } from '../../../src/store/db.js';
 import { migrationsPath } from '../../../src/paths.js';
 import { PushStore } from '../../../src/store/pushes.js';
 import { IncidentStore } from '../../../src/store/incidents.js';
+import { IdentityStore } from '../../../src/store/identity.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];
@@ -216,7 +217,11 @@ t.test('when a database from before 0008 holds events, versions and links, then 
   t.notMatch(ddl('incident_versions'), /AUTOINCREMENT/i);
   const indexes = c.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN ('events', 'user_incidents') AND name NOT LIKE 'sqlite_%' ORDER BY name`).pluck().all();
   t.same(indexes, ['events_device', 'events_incident', 'user_incidents_incident'], 'the indexes are rebuilt (0011 then drops events_pending_time: the TTL sweep walks events by id)');
-  const next = Number(c.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentDeassigned', 4, ?, '2026-01-02T00:00:00.000Z', '{}', ?)`).run(incident, v2).lastInsertRowid);
+  const next = Number(
+    c
+      .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, push_seq) VALUES ('incidentDeassigned', 4, ?, '2026-01-02T00:00:00.000Z', '{}', ?, ?)`)
+      .run(incident, v2, e2 + 1).lastInsertRowid,
+  );
   t.equal(next, e2 + 1, 'the next event id follows the last');
   t.throws(() => c.prepare('DELETE FROM events WHERE id = ?').run(next), /never deleted/, 'an event cannot be deleted (its id would come again)');
   t.throws(() => c.prepare('DELETE FROM incident_versions WHERE id = ?').run(v2), /never deleted/, 'nor can a version');
@@ -254,4 +259,61 @@ t.test('when a database from before 0011 holds pushes past their TTL, then the f
     { id: young, state: 'PENDING' },
   ]);
   t.equal(c.prepare('SELECT expired_through FROM push_expiry').pluck().get(), old + 1, 'the floor is kept');
+});
+
+t.test('when a database from before 0014 holds pushes, then each keeps its event id as its pushId, pending ones stay deliverable and acks cumulative, and each device goes on from its last', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0014_')));
+  const user = Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ('U', 'u@x.test', 'u@x.test', 'h', 1)`).run().lastInsertRowid);
+  const device = (name: string) => {
+    const id = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
+    sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`).run(user, id);
+    return id;
+  };
+  const [a, b, c] = [device('A1'), device('B1'), device('C1')];
+  const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
+  const event = (deviceId: number, state: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
+        .run(deviceId, version, state).lastInsertRowid,
+    );
+  // interleaved: A 1, 3, 5; B 2, 4, 6
+  const [a1, b2, a3, b4, a5, b6] = [event(a, 'DELIVERED'), event(b, 'PENDING'), event(a, 'PENDING'), event(b, 'PENDING'), event(a, 'PENDING'), event(b, 'EXPIRED')];
+  sqlite.prepare(`UPDATE devices SET settled_up_to = ? WHERE id = ?`).run(a1, a);
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const q = db.$client;
+  t.same(q.prepare('SELECT id, push_seq FROM events ORDER BY id').all(), [a1, b2, a3, b4, a5, b6].map((id) => ({ id, push_seq: id })), 'every event keeps its id as its pushId');
+  t.same(
+    q.prepare('SELECT id, push_seq, settled_up_to AS settled FROM devices ORDER BY id').all(),
+    [
+      { id: a, push_seq: a5, settled: a1 },
+      { id: b, push_seq: b6, settled: 0 },
+      { id: c, push_seq: 0, settled: 0 },
+    ],
+    "each device's sequence is at its last event id (0 without one); the floors are unchanged",
+  );
+  t.ok(q.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'events_never_deleted'`).get(), 'the rebuilt table is still never deleted from');
+  const pushes = new PushStore(db);
+  t.same(
+    pushes.pendingAfter(a, 0, 10).map((r) => [r.pushId, r.eventId]),
+    [
+      [a3, a3],
+      [a5, a5],
+    ],
+    'device A: its pending pushes, with the pushIds it may already have seen',
+  );
+  t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4], 'device B: its own');
+  t.equal(pushes.ack(a, a3, 'T'), 1, "an ack of A's old pushId delivers A's push");
+  t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4], "and none of B's, lower ids included");
+
+  const identity = new IdentityStore(db);
+  const incidents = new IncidentStore(db, { online: new Set() });
+  const made = incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1', 'B1', 'C1'] }, '2026-01-02T00:00:00.000Z');
+  t.ok(made.ok);
+  t.same(pushes.pendingAfter(a, a3, 10).map((r) => r.pushId), [a5, a5 + 1], "A's next push follows its last");
+  t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4, b6 + 1], "B's too (after its expired one)");
+  t.same(pushes.pendingAfter(c, 0, 10).map((r) => r.pushId), [1], 'a device without events starts at 1');
 });

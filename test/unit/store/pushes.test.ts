@@ -2,9 +2,26 @@
 // it is pending. These check that floor: acks and reads raise it, it never passes the last event
 // written, and at every step what delivery offers is exactly what is pending.
 import t, { type Test } from 'tap';
+import type Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { openDatabase } from '../../../src/store/db.js';
 import { PushStore } from '../../../src/store/pushes.js';
+
+/**
+ * An event as the incident unit of work writes it (incidents.ts): the device's next pushId,
+ * taken in the same transaction. Its event id and pushId.
+ */
+function writeEvent(sqlite: Database.Database, deviceId: number, state = 'PENDING', time = '2026-01-01T00:00:00.000Z', version = 1): { id: number; pushId: number } {
+  return sqlite.transaction(() => {
+    const pushId = sqlite.prepare(`UPDATE devices SET push_seq = push_seq + 1 WHERE id = ? RETURNING push_seq`).pluck().get(deviceId) as number;
+    const id = Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq) VALUES ('incidentAssigned', ?, 1, ?, '{}', ?, ?, ?)`)
+        .run(deviceId, time, version, state, pushId).lastInsertRowid,
+    );
+    return { id, pushId };
+  })();
+}
 
 function world(t: Test, durable?: () => number) {
   const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
@@ -12,15 +29,13 @@ function world(t: Test, durable?: () => number) {
   const sqlite = db.$client;
   const device = (name: string) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
   const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (1, '{"id":1}')`).run().lastInsertRowid);
-  const event = (deviceId: number, state = 'PENDING') =>
-    Number(
-      sqlite
-        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
-        .run(deviceId, version, state).lastInsertRowid,
-    );
+  /** a push of the device: its pushId */
+  const event = (deviceId: number, state = 'PENDING') => writeEvent(sqlite, deviceId, state, '2026-01-01T00:00:00.000Z', version).pushId;
+  /** the event id of a device's push */
+  const eventId = (deviceId: number, pushId: number) => sqlite.prepare('SELECT id FROM events WHERE device_id = ? AND push_seq = ?').pluck().get(deviceId, pushId) as number;
   const settled = (deviceId: number) => sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(deviceId) as number;
   const states = () => sqlite.prepare('SELECT state FROM events ORDER BY id').pluck().all();
-  return { pushes: new PushStore(db, durable), sqlite, device, event, settled, states };
+  return { pushes: new PushStore(db, durable), sqlite, device, event, eventId, settled, states };
 }
 
 t.test('when a device acks, then its pushes up to that id are delivered and delivery starts after them', async (t) => {
@@ -52,7 +67,7 @@ t.test('when pushes are committed but not yet on disk, then they are neither rea
   const w = world(t, () => horizon);
   const a = w.device('A');
   const a1 = w.event(a);
-  horizon = a1; // the next writes wait for their fdatasync
+  horizon = w.eventId(a, a1); // the next writes wait for their fdatasync (the horizon is an event id)
   const a2 = w.event(a);
   const a3 = w.event(a);
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [a1], 'a new socket gets only what the disk has');
@@ -74,7 +89,7 @@ t.test('when pushes were superseded or expired, then delivery and the ack-timeou
   const p = w.event(a);
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [p]);
   t.equal(w.pushes.oldestUnacked(a, p - 1), undefined, 'nothing pending among what was sent before it');
-  w.pushes.markSent([p], '2026-01-01T00:00:05.000Z');
+  w.pushes.markSent([w.eventId(a, p)], '2026-01-01T00:00:05.000Z');
   t.same(w.pushes.oldestUnacked(a, p), { id: p, lastSentAt: '2026-01-01T00:00:05.000Z' });
   w.pushes.ack(a, p, 'T');
   t.equal(w.pushes.oldestUnacked(a, p), undefined, 'acked: nothing to resend');
@@ -93,8 +108,8 @@ t.test('when pushes were stepped over once, then the floor is past them and late
   t.same(w.pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [p]);
   t.equal(w.settled(a), p - 1, 'up to just below the first pending push');
   t.equal(w.settled(b), 0, "another device's floor is its own");
-  w.pushes.markSent([p], 'T');
-  w.sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE id = ?`).run(p);
+  w.pushes.markSent([w.eventId(a, p)], 'T');
+  w.sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE device_id = ? AND push_seq = ?`).run(a, p);
   t.equal(w.pushes.oldestUnacked(a, p), undefined, 'sent, then expired: nothing to resend');
   t.equal(w.settled(a), p, 'and the ack-timeout lookup raised the floor to what was sent');
 });
@@ -105,8 +120,9 @@ t.test('when a connected device acks and gets its next push, then delivery write
   const b = w.device('B');
   const p = w.event(a);
   w.pushes.ack(a, p, 'T');
-  w.event(b); // another device's push: a gap in A's ids
+  w.event(b); // another device's push: a gap in the event ids, none in A's pushIds
   const q = w.event(a);
+  t.equal(q, p + 1);
   t.same(w.pushes.pendingAfter(a, p, 10).map((r) => r.pushId), [q], "a read from the socket's cursor");
   t.equal(w.settled(a), p, 'leaves the floor where the ack put it (no write per push delivered)');
   t.equal(w.pushes.oldestUnacked(a, p), undefined, 'nothing sent is unacked');
@@ -133,37 +149,37 @@ t.test('when writes, acks, reads and expiries interleave at random, then deliver
         const pushes = new PushStore(db);
         const ids = ['A', 'B'].map((n) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(n, n.toLowerCase(), `u-${n}`).lastInsertRowid));
         const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (1, '{}')`).run().lastInsertRowid);
-        const last = () => sqlite.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number;
-        const pending = (d: number) => sqlite.prepare(`SELECT id FROM events WHERE device_id = ? AND state = 'PENDING' ORDER BY id`).pluck().all(d) as number[];
+        // pushIds are per device: the device's last one, and its pending ones in order
+        const last = (d: number) => sqlite.prepare('SELECT coalesce(max(push_seq), 0) FROM events WHERE device_id = ?').pluck().get(d) as number;
+        const lastEvent = () => sqlite.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number;
+        const pending = (d: number) => sqlite.prepare(`SELECT push_seq FROM events WHERE device_id = ? AND state = 'PENDING' ORDER BY push_seq`).pluck().all(d) as number[];
         for (const s of steps) {
-          const at = (back: number) => Math.max(0, last() - back);
+          const at = (d: number, back: number) => Math.max(0, last(d) - back);
           if (s.op === 'write') {
-            sqlite
-              .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, 'T', '{}', ?, ?)`)
-              .run(ids[s.dev]!, version, s.state);
+            writeEvent(sqlite, ids[s.dev]!, s.state, 'T', version);
           } else if (s.op === 'ack') {
-            const upTo = last() - s.back;
+            const upTo = last(ids[s.dev]!) - s.back;
             const before = pending(ids[1 - s.dev]!);
             pushes.ack(ids[s.dev]!, upTo, 'T');
             if (pending(ids[s.dev]!).some((id) => id <= upTo)) throw new Error(`a pending push at or below ack ${upTo} is left`);
             if (JSON.stringify(pending(ids[1 - s.dev]!)) !== JSON.stringify(before)) throw new Error("an ack touched another device's pushes");
           } else if (s.op === 'read') {
-            const after = at(s.back);
+            const after = at(ids[s.dev]!, s.back);
             const got = pushes.pendingAfter(ids[s.dev]!, after, 1000).map((r) => r.pushId);
             const want = pending(ids[s.dev]!).filter((id) => id > after);
             if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error(`read after ${after}: ${JSON.stringify(got)}, pending ${JSON.stringify(want)}`);
           } else if (s.op === 'sweep') {
-            const sentUpTo = at(s.back);
+            const sentUpTo = at(ids[s.dev]!, s.back);
             const got = pushes.oldestUnacked(ids[s.dev]!, sentUpTo)?.id;
             const want = pending(ids[s.dev]!).find((id) => id <= sentUpTo);
             if (got !== want) throw new Error(`oldest unacked up to ${sentUpTo}: ${got}, want ${want}`);
           } else {
-            sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND id <= ?`).run(at(s.back));
+            sqlite.prepare(`UPDATE events SET state = 'EXPIRED' WHERE state = 'PENDING' AND id <= ?`).run(Math.max(0, lastEvent() - s.back));
           }
           for (const d of ids) {
             const floor = sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(d) as number;
             if (pending(d).some((id) => id <= floor)) throw new Error(`device ${d}: a pending push at or below its floor ${floor}`);
-            if (floor > last()) throw new Error(`device ${d}: floor ${floor} past the last event ${last()}`);
+            if (floor > last(d)) throw new Error(`device ${d}: floor ${floor} past its last push ${last(d)}`);
           }
         }
         for (const d of ids) {
@@ -184,12 +200,8 @@ t.test('when writes, acks, reads and expiries interleave at random, then deliver
 function timedWorld(t: Test) {
   const w = world(t);
   const a = w.device('A');
-  const at = (hour: number, state = 'PENDING') =>
-    Number(
-      w.sqlite
-        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
-        .run(a, `2026-01-01T${String(hour).padStart(2, '0')}:00:00.000Z`, state).lastInsertRowid,
-    );
+  /** an event written at that hour: its event id (the sweep walks event ids) */
+  const at = (hour: number, state = 'PENDING') => writeEvent(w.sqlite, a, state, `2026-01-01T${String(hour).padStart(2, '0')}:00:00.000Z`).id;
   const cutoff = (hour: number, minute = 0) => `2026-01-01T${String(hour).padStart(2, '0')}:${String(minute).padStart(2, '0')}:00.000Z`;
   return { ...w, at, cutoff };
 }
@@ -258,11 +270,7 @@ t.test('when writes, deliveries and sweeps interleave at random, then each full 
         for (const s of ops) {
           if (s.op === 'write') {
             now += s.gap;
-            const id = Number(
-              sqlite
-                .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, ?)`)
-                .run(device, time(now), s.state).lastInsertRowid,
-            );
+            const { id } = writeEvent(sqlite, device, s.state, time(now));
             model.set(id, { minute: now, state: s.state });
           } else if (s.op === 'deliver') {
             const id = model.size - s.back;
