@@ -310,8 +310,4 @@ export class Authenticator {
     stored(() => this.identity.revokeToken(record.id, iso(this.clock.now())));
     return 'revoked';
   }
-
-  forgetCachedPasswords(): void {
-    this.basicCache.clear();
-  }
 }

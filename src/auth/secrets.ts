@@ -121,8 +121,9 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
 // alone, 25 ms two at a time, so 64 is ~0.8 s; at the ~50 ms of a slower machine the time
 // bound admits 40). One account has at most 8 checks waiting, so it takes 8 flooded accounts
 // to fill the queue, and the turns between accounts let another account's check start after
-// at most one of each flooded account's. Setting a password (hashPassword without a key) is
-// never refused: only authenticated callers do it.
+// at most one of each flooded account's. Setting a password is bounded the same way, in the
+// share of the user who sets it (an authenticated user changing its own password in a loop
+// must not starve everyone's logins); only the first administrator's, at start, is not.
 export const PASSWORD_CHECK_LIMITS: QueueLimits = { queueMax: 64, shareMax: 8, maxWaitMs: 1000 };
 export const scryptSlots = limitConcurrency(2, PASSWORD_CHECK_LIMITS);
 

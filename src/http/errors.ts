@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Problem, problems, type FieldError } from './problem.js';
 import { isStorageError } from '../store/errors.js';
+import { HashQueueFull } from '../auth/secrets.js';
 
 /** a 400 lists at most this many failing fields (its detail says when there were more) */
 export const MAX_LISTED_ERRORS = 20;
@@ -81,6 +82,7 @@ export const unsupportedMediaType = (accepted?: readonly string[]) =>
 function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {
   if (err instanceof Problem) return err;
   if (isStorageError(err)) return problems.storageUnavailable(); // a full disk: nothing was written (store/errors.ts)
+  if (err instanceof HashQueueFull) return problems.busy(err.retryAfterS); // too many password hashes waiting (auth/secrets.ts)
   if (err.validation) {
     const { listed, more } = fieldErrors(err.validationContext, err.validation);
     const first = listed[0];

@@ -141,6 +141,26 @@ t.test('the bounded queue of password checks', async (t) => {
     t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.1.9')).statusCode, 200, 'once the queue drains, the right credentials work');
   });
 
+  t.test('when a user changes its own password 200 times at once, then the changes past its share get 503 busy and the administrator\'s Basic credentials keep working', async (t) => {
+    limitChecks(t, { shareMax: 2 });
+    const { app } = await makeApp(t);
+    const id = await createUser(app, { name: 'Bee', ...BEE });
+    t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200, 'the administrator, verified once');
+    const session = await login(app, BEE.email, BEE.password, '10.0.0.2');
+    const cookie = String(session.headers['set-cookie']).split(';')[0]!;
+    const flood = Array.from({ length: 200 }, () =>
+      app.inject({ method: 'PUT', url: `/api/users/${id}`, headers: { cookie }, payload: { name: 'Bee', email: BEE.email, password: BEE.password }, remoteAddress: '10.0.0.2' }),
+    );
+    const during = await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1');
+    const changes = await Promise.all(flood);
+    t.equal(during.statusCode, 200, 'the administrator\'s Basic credentials work during the flood');
+    const counted = statuses(changes);
+    t.ok((counted[200] ?? 0) >= 1, `some changes are made (${counted[200]})`);
+    t.ok((counted[503] ?? 0) >= 150, `the rest are refused busy (${counted[503]})`);
+    assertProblem(t, changes.find((r) => r.statusCode === 503)!, 503, 'busy');
+    t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200, 'and after it');
+  });
+
   t.test('when one account is flooded from one address, then the flood is throttled before it hashes and another login goes ahead of it', async (t) => {
     const { throttle } = throttled({ freeFailures: 5 });
     const { app } = await makeApp(t, { throttle });
