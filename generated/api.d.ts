@@ -396,7 +396,7 @@ export interface paths {
         get: operations["getDevice"];
         /**
          * Update a device
-         * @description Full replacement of `name`, `uniqueId`, `disabled`, `attributes`. A disabled device is never matched by a callsign (it reports NOT_FOUND).
+         * @description Full replacement of `name`, `uniqueId`, `disabled`, `attributes`. A disabled device is never matched by a callsign (it reports NOT_FOUND). A device's name decides which incidents alert it, so a new name (other than in case, spacing or Unicode form) is refused with 403 for a user whose `deviceLimit` is 0, and for a non-administrator when the device is also linked to a user it does not manage.
          */
         put: operations["updateDevice"];
         post?: never;

@@ -52,6 +52,22 @@ export class DeviceHandlers {
     return device;
   }
 
+  /**
+   * A device's name is what callsigns match: renaming it decides which incidents alert it,
+   * including the incidents of every other user linked to it. So a user who may not create
+   * devices (deviceLimit 0) may not rename one either, and a non-administrator may rename only
+   * a device that no user outside its reach (itself and the users it manages) is linked to.
+   */
+  private mayRename(p: Principal, device: DeviceRecord): void {
+    const me = p.user;
+    if (me.administrator) return;
+    if (me.deviceLimit === 0) throw problems.forbidden('This user may not rename devices (its deviceLimit is 0): a device name decides which incidents alert it.');
+    const mine = new Set(this.ctx.access.visibleOwnerIds(me));
+    if (this.ctx.identity.deviceOwners(device.id).some((owner) => !mine.has(owner))) {
+      throw problems.forbidden('This device is also linked to users you do not manage: only an administrator may rename it.');
+    }
+  }
+
   listDevices: Handler<'listDevices'> = async (req) => {
     const me = caller(req).user;
     const { userId, uniqueId } = req.query;
@@ -91,8 +107,10 @@ export class DeviceHandlers {
   updateDevice: Handler<'updateDevice'> = async (req) => {
     const p = caller(req);
     const device = this.deviceFor(p, req.params.id, true);
+    const changes = writable(req.body);
+    if (changes.nameKey !== device.nameKey) this.mayRename(p, device);
     try {
-      return publicDevice(this.ctx.identity.updateDevice(device.id, writable(req.body)), this.ctx.push.online);
+      return publicDevice(this.ctx.identity.updateDevice(device.id, changes), this.ctx.push.online);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
       storageUnavailable(err);
