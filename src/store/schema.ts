@@ -47,7 +47,7 @@ export const devices = sqliteTable(
     disabled: bool('disabled'),
     attributes: text('attributes').notNull().default('{}'),
     /**
-     * No push (event) of this device at or below this id is pending: delivery reads the
+     * No push (event) of this device at or below this pushId is pending: delivery reads the
      * device's events from here on, not from its first. Cumulative acks raise it, and so does
      * a delivery read that finds nothing pending below a point (src/store/pushes.ts).
      */
@@ -151,7 +151,7 @@ export const incidentVersions = sqliteTable('incident_versions', {
 
 /**
  * Append-only, and the transactional outbox: each event is one push to its device, written in
- * the same transaction as the incident change; its id is the pushId devices see. Only the
+ * the same transaction as the incident change; push_seq is the pushId devices see. Only the
  * delivery columns (state, attempts, sent/delivered times) change afterwards. No foreign keys:
  * events outlive deleted incidents and devices.
  */
@@ -179,7 +179,8 @@ export const events = sqliteTable(
     pushSeq: integer('push_seq').notNull(),
   },
   // Per event, one index keyed by device (a random page write): events_device serves both the
-  // event list and delivery, which starts at the device's settled_up_to. events_incident also
+  // event list (one device's events in push_seq order are in id order) and delivery, which
+  // starts at the device's settled_up_to; unique, as a pushId names one push. events_incident also
   // carries device_id: the supersede rule looks up one device's events of one incident.
   // The TTL sweep has no index (0011 dropped events_pending_time, one B-tree write per event
   // and ~1.8 of the ~16 pages a create committed alone wrote): events are written in time
