@@ -27,7 +27,7 @@ import { walSync, type DeferredSync } from './store/wal-sync.js';
 import { storageProbe } from './store/health.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
-import { limitConnections, refusalLog, serverTimeouts } from './http/connections.js';
+import { guardedServer, limitConnections, limitUnsent, refusalLog } from './http/connections.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, MAX_PARAM_LENGTH, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
@@ -36,6 +36,8 @@ import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
 
 export const BODY_LIMIT = 1024 * 1024;
+/** how long an idle keep-alive connection stays open (fastify's default) */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export interface AppDeps {
   config: Config;
@@ -133,6 +135,8 @@ const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, db } = deps;
   const clock = deps.clock ?? systemClock;
+  // one log line every 10 s at most, however many clients are cut off
+  let cutOffLog = (_address: string, _why: string): void => {};
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     bodyLimit: BODY_LIMIT,
@@ -147,10 +151,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     schemaErrorFormatter,
     ajv: { customOptions: { strict: false } },
     return503OnClosing: true,
-    // a request must arrive within REQUEST_TIMEOUT_S (http/connections.ts)
-    http: serverTimeouts({ requestTimeoutMs: config.requestTimeoutS * 1000 }),
+    // a request must arrive within REQUEST_TIMEOUT_S; a client that does not read its answers
+    // is cut off (http/connections.ts)
+    serverFactory: (handler) =>
+      guardedServer(handler, {
+        requestTimeoutMs: config.requestTimeoutS * 1000,
+        keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+        onCutOff: cutOffLog,
+      }),
     requestTimeout: config.requestTimeoutS * 1000,
   });
+  limitUnsent(app.server, { onCutOff: (address, unsent) => cutOffLog(address, `${unsent} bytes of answers unread`) });
+  const logCutOff = refusalLog((count, address) => app.log.warn({ count, lastAddress: address }, 'connections cut off: clients not reading their answers'));
+  cutOffLog = (address) => logCutOff(address);
   limitConnections(
     app.server,
     { connectionsMax: config.connectionsMax, connectionsPerAddressMax: config.connectionsPerAddressMax },

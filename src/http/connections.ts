@@ -5,7 +5,7 @@
 // every connection (its next one is answered 503 and closed, before any byte of it is read).
 // Behind a proxy every connection comes from the proxy's address: raise the per-address cap
 // there, and let the proxy limit its own clients.
-import type { Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { PROBLEM_TYPE_PREFIX } from './problem.js';
 
@@ -92,4 +92,78 @@ export function refusalLog(write: (refused: number, lastAddress: string) => void
     write(refused, lastAddress);
     refused = 0;
   };
+}
+
+/** requests one connection may have in flight at once (a client that pipelines more is cut off) */
+export const PIPELINED_MAX = 16;
+/** unsent answer bytes a connection may hold when it sends another request */
+export const UNSENT_PER_CONNECTION_MAX = 1024 * 1024;
+/** unsent bytes all connections together may hold; past it the largest holders are cut off */
+export const UNSENT_TOTAL_MAX = 64 * 1024 * 1024;
+
+const inFlight = Symbol('requests in flight');
+type Counted = Socket & { [inFlight]?: number };
+
+/**
+ * The HTTP server, with a guard in front of fastify's handler against clients that send
+ * requests and never read the answers. Node answers pipelined requests in order and keeps
+ * every answer in memory until the client reads it; requests that arrive in one packet are
+ * all parsed, and all handled, before Node pauses the connection. So a connection may have
+ * at most PIPELINED_MAX requests in flight, and may not send another while more than
+ * UNSENT_PER_CONNECTION_MAX of its answers wait to be sent: past either it is closed and its
+ * requests are not handled (a client that waits for each answer, as HTTP clients do, never
+ * meets either bound). Given to fastify as `serverFactory`.
+ */
+export function guardedServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+  opts: { requestTimeoutMs: number; keepAliveTimeoutMs: number; onCutOff?: (address: string, why: string) => void },
+): Server {
+  const server = createServer(serverTimeouts(opts), (req, res) => {
+    const socket = req.socket as Counted;
+    const pending = (socket[inFlight] ?? 0) + 1;
+    socket[inFlight] = pending;
+    res.once('close', () => {
+      socket[inFlight] = (socket[inFlight] ?? 1) - 1;
+    });
+    if (socket.destroyed) return;
+    const why =
+      pending > PIPELINED_MAX ? `more than ${PIPELINED_MAX} requests in flight` : socket.writableLength > UNSENT_PER_CONNECTION_MAX ? 'its answers are not read' : null;
+    if (why !== null) {
+      opts.onCutOff?.(socket.remoteAddress ?? 'unknown', why);
+      socket.destroy();
+      return;
+    }
+    handler(req, res);
+  });
+  server.keepAliveTimeout = opts.keepAliveTimeoutMs;
+  server.requestTimeout = opts.requestTimeoutMs;
+  return server;
+}
+
+/**
+ * Every `everyMs`, adds up what waits to be sent on every connection; over `maxBytes`, closes
+ * the connections holding the most until half of it is left. Bounds the memory that clients
+ * which do not read (over many connections, from many addresses) can make the server hold.
+ */
+export function limitUnsent(server: Server, opts: { maxBytes?: number; everyMs?: number; onCutOff?: (address: string, unsent: number) => void } = {}): void {
+  const maxBytes = opts.maxBytes ?? UNSENT_TOTAL_MAX;
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  const timer = setInterval(() => {
+    let total = 0;
+    for (const s of sockets) total += s.writableLength;
+    if (total <= maxBytes) return;
+    const largest = [...sockets].filter((s) => s.writableLength > 0).sort((a, b) => b.writableLength - a.writableLength);
+    for (const s of largest) {
+      if (total <= maxBytes / 2) break;
+      total -= s.writableLength;
+      opts.onCutOff?.(s.remoteAddress ?? 'unknown', s.writableLength);
+      s.destroy();
+    }
+  }, opts.everyMs ?? 250);
+  timer.unref();
+  server.once('close', () => clearInterval(timer));
 }

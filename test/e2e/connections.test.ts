@@ -5,7 +5,8 @@ import { connect as tcpConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { listen, until } from '../fixtures/sockets.js';
-import { refusalLog } from '../../src/http/connections.js';
+import { limitUnsent, PIPELINED_MAX, refusalLog } from '../../src/http/connections.js';
+import { createServer } from 'node:http';
 
 function port(url: string): number {
   return Number(new URL(url).port);
@@ -127,4 +128,44 @@ t.test('when refusals flood, then one log line every interval counts them', asyn
   now = 10_000;
   log('10.0.0.3');
   t.same(lines[1], [100, '10.0.0.3'], 'the next line counts every refusal since the last one');
+});
+
+t.test('when a client pipelines 200 requests in one packet and reads nothing, then the server closes the connection instead of holding every answer', async (t) => {
+  const s = await listen(t);
+  const sock = await open(port(s.http));
+  t.teardown(() => sock.destroy());
+  sock.pause(); // never read
+  let closed = false;
+  sock.on('close', () => (closed = true));
+  sock.write('GET /api/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(200));
+  await until('the server to close the connection', () => closed, 5_000);
+  t.ok(closed, 'closed by the server');
+});
+
+t.test(`when a client pipelines ${PIPELINED_MAX} requests and reads the answers, then it gets every answer`, async (t) => {
+  const s = await listen(t);
+  const sock = await open(port(s.http));
+  t.teardown(() => sock.destroy());
+  let text = '';
+  sock.on('data', (d) => (text += d.toString()));
+  sock.write('GET /api/health HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(PIPELINED_MAX));
+  await until('every answer', () => (text.match(/HTTP\/1\.1 200 /g) ?? []).length === PIPELINED_MAX, 5_000);
+  t.equal((text.match(/HTTP\/1\.1 200 /g) ?? []).length, PIPELINED_MAX);
+  t.equal(sock.destroyed, false, 'the connection stays open');
+});
+
+t.test('when the answers waiting on all connections pass the budget, then the connections holding the most are closed', async (t) => {
+  const big = Buffer.alloc(32 * 1024 * 1024, 'x'); // more than loopback's socket buffers take
+  const server = createServer((_req, res) => res.end(big));
+  const cut: number[] = [];
+  limitUnsent(server, { maxBytes: 1024 * 1024, everyMs: 20, onCutOff: (_a, unsent) => cut.push(unsent) });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const p = (server.address() as AddressInfo).port;
+  const sock = await open(p);
+  t.teardown(() => sock.destroy());
+  sock.pause();
+  sock.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+  await until('the reader that does not read is cut off', () => cut.length > 0, 5_000);
+  t.ok(cut[0]! > 1024 * 1024, `cut off holding ${cut[0]} bytes`);
 });
