@@ -190,11 +190,14 @@ async function drain(): Promise<{ ms: number; received: number }> {
   const now = new Date().toISOString();
   sqlite.transaction(() => {
     const version = sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (?, ?)`);
-    const ev = sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?)`);
+    const ev = sqlite.prepare(
+      `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, push_seq) VALUES ('incidentAssigned', ?, ?, ?, '{"callsign":"U0"}', ?, ?)`,
+    );
     for (let i = 1; i <= 10_000; i++) {
       const v = version.run(i, JSON.stringify({ id: i, originId: `D-${i}`, type: 'X', status: 'OPEN', resources: ['U0'] })).lastInsertRowid;
-      ev.run(deviceId, i, now, v); // every event is a push, PENDING until delivered
+      ev.run(deviceId, i, now, v, i); // every event is a push (the device's i-th), PENDING until delivered
     }
+    sqlite.prepare(`UPDATE devices SET push_seq = 10000 WHERE id = ?`).run(deviceId);
   })();
   sqlite.close();
   const { base, child } = await startService(path);

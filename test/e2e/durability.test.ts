@@ -66,7 +66,7 @@ t.test('when a create is committed but its fsync has not completed, then neither
   await until('the live event', () => live.frames.length === 1);
   t.equal(again.frames[0]!.incident.originId, 'CAD-1');
   t.equal(again.frames[0]!.event.type, 'incidentAssigned');
-  t.same((await events(s.app)).map((e) => e.id), [again.frames[0]!.pushId], 'and the event list shows it');
+  t.same((await events(s.app)).map((e) => e.id), [again.frames[0]!.event.id], 'and the event list shows it');
 });
 
 t.test('when the fsync fails, then the write is refused with a 500, the device is never sent it, and health says unavailable', async (t) => {
