@@ -79,21 +79,18 @@ t.test('parallel guesses', async (t) => {
     t.equal((await login(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 429, 'the right password afterwards waits too');
   });
 
-  t.test('when 60 wrong passwords arrive at once, then at most the free failures get 401 and the rest 429 with Retry-After', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
-    const all = await Promise.all(Array.from({ length: 60 }, (_, i) => login(app, ADMIN.email, `wrong-${i}`, '10.0.0.1')));
-    t.same(statuses(all), { 401: 5, 429: 55 });
-    assertProblem(t, all.find((r) => r.statusCode === 429)!, 429, 'too-many-requests');
-  });
-
-  t.test('when 60 wrong Basic credentials arrive at once, then at most the free failures get 401 and the rest 429', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
-    const all = await Promise.all(Array.from({ length: 60 }, (_, i) => withBasic(app, ADMIN.email, `wrong-${i}`, '10.0.0.1')));
-    t.same(statuses(all), { 401: 5, 429: 55 });
-    assertProblem(t, all.find((r) => r.statusCode === 429)!, 429, 'too-many-requests');
-  });
+  for (const [what, attempt] of [
+    ['wrong passwords (POST /session)', login],
+    ['wrong Basic credentials', withBasic],
+  ] as const) {
+    t.test(`when 60 ${what} arrive at once, then at most the free failures get 401 and the rest 429 with Retry-After`, async (t) => {
+      const { throttle } = throttled({ freeFailures: 5 });
+      const { app } = await makeApp(t, { throttle });
+      const all = await Promise.all(Array.from({ length: 60 }, (_, i) => attempt(app, ADMIN.email, `wrong-${i}`, '10.0.0.1')));
+      t.same(statuses(all), { 401: 5, 429: 55 });
+      assertProblem(t, all.find((r) => r.statusCode === 429)!, 429, 'too-many-requests');
+    });
+  }
 
   t.test('when one address sprays 60 accounts at once, then at most its address limit is checked', async (t) => {
     const { throttle } = throttled({ freeFailures: 5, addressFailures: 10 });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { projectRoot } from '../../src/paths.js';
 import { until } from '../fixtures/sockets.js';
+import { untilServing } from '../fixtures/server-process.js';
 
 const ADMIN = { email: 'crash@example.test', password: 'crash-password' };
 const auth = `Basic ${Buffer.from(`${ADMIN.email}:${ADMIN.password}`).toString('base64')}`;
@@ -31,17 +32,7 @@ async function start(t: Test, dbPath: string, port: number): Promise<ChildProces
   t.teardown(() => {
     child.kill('SIGKILL');
   });
-  await until(
-    'the server',
-    async () => {
-      try {
-        return (await fetch(`http://127.0.0.1:${port}/api/health`)).ok;
-      } catch {
-        return false;
-      }
-    },
-    30_000,
-  );
+  await untilServing(port);
   return child;
 }
 

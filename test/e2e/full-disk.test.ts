@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { projectRoot } from '../../src/paths.js';
 import { until } from '../fixtures/sockets.js';
+import { untilServing } from '../fixtures/server-process.js';
 
 const ADMIN = { email: 'full-disk@example.test', password: 'full-disk-password' };
 const auth = `Basic ${Buffer.from(`${ADMIN.email}:${ADMIN.password}`).toString('base64')}`;
@@ -169,17 +170,7 @@ async function start(t: Test, disk: Disk, port: number): Promise<Server> {
       await exited;
     }
   });
-  await until(
-    'the server',
-    async () => {
-      try {
-        return (await fetch(`http://127.0.0.1:${port}/api/health`)).ok;
-      } catch {
-        return false;
-      }
-    },
-    30_000,
-  );
+  await untilServing(port);
   return { child, port, log: () => log };
 }
 
