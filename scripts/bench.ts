@@ -8,7 +8,7 @@
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
-// process took the CPUs from the service's event loop (BENCHMARKS.md, session 7).
+// process took the CPUs from the service's event loop (BENCHMARKS.md as of 966ad38).
 import autocannon from 'autocannon';
 import { spawn, execSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -335,7 +335,7 @@ async function main(): Promise<void> {
   // autocannon stops at its duration without waiting for the service to answer what it already
   // sent: after 50 connections of list requests, the service was still busy for tens of ms when
   // the paced run began, and its first requests waited behind that backlog (BENCHMARKS.md,
-  // session 5). Latency at a fixed rate is measured from a quiet service.
+  // BENCHMARKS.md as of 966ad38). Latency at a fixed rate is measured from a quiet service.
   const quiet = () => new Promise((r) => setTimeout(r, 1000));
   await quiet();
   pacedRows.push({
@@ -349,7 +349,7 @@ async function main(): Promise<void> {
       paced({ url: svc.base, method: 'GET', path: nextIncident, headers, rate: RATE, seconds: DURATION, connections: PACED_CONNECTIONS }),
     ),
   });
-  // the same with autocannon's overallRate, as every table before session 4 measured it (not a check)
+  // the same with autocannon's overallRate, as the tables before 2026-11-23 measured it (not a check)
   const fixed: Row[] = [];
   fixed.push(await load(`POST /incidents, autocannon overallRate ${RATE}`, svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, rate: RATE }));
   fixed.push(await load(`GET /incidents/{id}, autocannon overallRate ${RATE}`, svc.base, { method: 'GET', path: nextIncident(), nextPath: nextIncident, headers, rate: RATE }));

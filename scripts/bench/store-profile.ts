@@ -49,7 +49,7 @@ export interface StoreProfile {
 
 /**
  * Creates committed one per transaction, as the service commits them at a low rate (at 1 000
- * req/s a group held 1.3 creates on average, session 10): back to back, and after the thread
+ * req/s a group held 1.3 creates on average, BENCHMARKS.md as of 966ad38): back to back, and after the thread
  * slept `idleMs` before each, as the event loop does between requests at such a rate.
  */
 export interface AloneProfile {

@@ -234,7 +234,7 @@ export function planUpdate(
   }
   // built whole, once its closing time and callsigns are known: on Node 20 spreading a shared
   // base into a literal that adds properties cost about 2 µs per incident (BENCHMARKS.md,
-  // session 12)
+  // BENCHMARKS.md as of 966ad38)
   const updated = (timeClosed: string | null, resources: string[]): Incident => ({
     id: stored.id,
     originId: body.originId,

@@ -9,14 +9,14 @@
 // never block the writer, and the writer restarts the WAL from its beginning once a
 // checkpoint has caught up. That needs a pass to finish between two write transactions, which
 // under steady writes seldom happens by itself (four times in 10 s of creates at 1 000/s,
-// session 7). The event loop's own automatic checkpoint, kept as a backstop at
+// BENCHMARKS.md as of 966ad38). The event loop's own automatic checkpoint, kept as a backstop at
 // `backstopPages`, copies the little the thread has not and syncs (20–30 ms on a large
 // database). 40 000 pages (160 MB of WAL) makes that rare: p99 of creates at 1 000/s on a
 // large database 11–12 ms with it, 30–33 ms with a 10 000-page backstop (two alternating runs
 // each). It also covers a thread that has died.
 //
 // So the WAL is started over on purpose. Without that, it grew toward the backstop (from 53 to
-// 92 MB in 10 s of creates at 1 000/s, session 7), every commit appending to a growing file.
+// 92 MB in 10 s of creates at 1 000/s, BENCHMARKS.md as of 966ad38), every commit appending to a growing file.
 // Once the WAL holds `restartFrames` frames (8 192: 32 MB at 4 KiB pages), the thread says so
 // (`whenWalLarge`), then again only after as many more; the service then holds its next write
 // group (group-commit.ts, `holdUntil`) while the thread makes one more pass. No incident write
@@ -24,7 +24,7 @@
 // normally ends with every frame copied, and the held group's COMMIT writes from the WAL's
 // beginning again, over a file that no longer grows. (A write of the device hub or a login
 // during the pass can spoil it; the thread then asks again later.) Measured at 1 000 creates/s (BENCHMARKS.md,
-// session 8): one such pass about every 0.5 s, holding one group for 1–2 ms.
+// BENCHMARKS.md as of 966ad38): one such pass about every 0.5 s, holding one group for 1–2 ms.
 //
 // Every 10 ms, not 50: each pass then copies and syncs fewer pages, and a commit waiting on
 // the disk behind it waits less. On a database of ~230 000 incidents (40 s of creates at 50
@@ -38,7 +38,7 @@
 // copy each hot page once instead of several times and fsync the database file a tenth as
 // often: those fsyncs had made the WAL's own fdatasync, which every write waits for, 0.8–0.9
 // ms on average against 0.5 at 100 ms. 10 alternations of 8 s of updates at 50 connections:
-// 7 795 updates/s on average against 7 448, each pair won (BENCHMARKS.md, session 15). A pass 100 ms apart copies too much to end
+// 7 795 updates/s on average against 7 448, each pair won (BENCHMARKS.md as of 966ad38). A pass 100 ms apart copies too much to end
 // within the restart's hold (6–21 ms), so before saying the WAL is large the thread catches up
 // with passes of its own until one takes under 2 ms (at most three).
 //

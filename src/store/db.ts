@@ -26,7 +26,7 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   // the end of the file, and after a B-tree split that renumbered pages (balance_nonroot parks
   // one at the page after the 1 GiB lock byte) it finds them by walking the whole cache. At
   // 64 MiB that walk cost about 300 µs per group commit, 6-8 % of the event loop under
-  // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md, session 9).
+  // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md as of 966ad38).
   sqlite.pragma('cache_size = -8192');
   sqlite.pragma('temp_store = MEMORY');
   const db = drizzle(sqlite, { schema }) as Db;

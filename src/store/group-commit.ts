@@ -46,7 +46,7 @@
 //   Until a group commits again, healthy() is false (`unavailable`); with no writes coming, a
 //   probe write (`probe`) tries once a second whether one would commit.
 //
-// Measured (BENCHMARKS.md, session 6), creates/s at 50 connections against a COMMIT that
+// Measured (BENCHMARKS.md as of 966ad38), creates/s at 50 connections against a COMMIT that
 // waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
 // (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
 // (groups half as large); holding it for the whole fdatasync lost the slow disk's gain.

@@ -113,7 +113,7 @@ function toIncident(row: IncidentRow): Incident {
 
 // Copied with Object.assign, then set: on Node 20, `{ ...body, timeOfOrigin, ... }` adding
 // properties the body lacks took about 2 µs per call, Object.assign and three stores 0.1 µs
-// (BENCHMARKS.md, session 12). The same keys in the same order either way.
+// (BENCHMARKS.md as of 966ad38). The same keys in the same order either way.
 function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?: string | null; timeUpdated?: string | null }>(body: T): T {
   const out: T = Object.assign({}, body);
   out.timeOfOrigin = utc(body.timeOfOrigin);
@@ -176,7 +176,7 @@ function size(entry: Stored): number {
  * The stored state of incidents, kept in memory so that a write does not read back the row it
  * (or the write before it) just wrote: an update read the row by origin_id and parsed its
  * callsigns and assignments again, about 12 µs of the ~86 µs an update spends in the store
- * (BENCHMARKS.md, session 13).
+ * (BENCHMARKS.md as of 966ad38).
  *
  * Only what a committed transaction left is kept (`committed`). Inside a transaction this
  * store was told of (`begin`: the group committer's, or its own in `atomically`), what it
@@ -343,7 +343,7 @@ export class IncidentStore {
       ),
       // origin_id is set only when it changes: a column in the SET list has its index entry
       // deleted and written again even when the value is the same, one more random page of
-      // incidents_origin_id per update in the WAL (BENCHMARKS.md, session 13)
+      // incidents_origin_id per update in the WAL (BENCHMARKS.md as of 966ad38)
       update: p(
         `UPDATE incidents SET type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
            time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?
@@ -504,7 +504,7 @@ export class IncidentStore {
   // it, and a rolled-back one leaves a token never issued again (schema.ts). So an entry is
   // dropped at the first read after such a write, in the transaction that reads it. The token is read once per create or update (one row by
   // key) instead of a match query per callsign (3 in the bench, a join each: BENCHMARKS.md,
-  // session 12). Bounded: past MATCH_CACHE_MAX entries it starts over.
+  // BENCHMARKS.md as of 966ad38). Bounded: past MATCH_CACHE_MAX entries it starts over.
   // Devices known to exist under the same token: every id a kept answer lists, and every id
   // deviceExists found since. An update stands down stored assignments the new callsigns no
   // longer match; their devices are looked up here before a query each (storedAssignments).

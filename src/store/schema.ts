@@ -103,7 +103,7 @@ export const incidents = sqliteTable(
      * the devices assigned, per callsign (JSON array of {callsignKey, callsign, deviceId}, in
      * the order they were assigned). Only an OPEN incident has any. On the incident row, not
      * in tables of their own, which cost a create five B-trees to write (now two, for
-     * the callsign filter; BENCHMARKS.md, session 5). A deleted device may still be listed:
+     * the callsign filter; BENCHMARKS.md as of 966ad38). A deleted device may still be listed:
      * readers drop ids that no longer exist.
      */
     assignments: text('assignments').notNull().default('[]'),

@@ -1,7 +1,7 @@
 // The fsync of a group commit, taken off the event loop. With synchronous=FULL SQLite fsyncs
 // the WAL inside every COMMIT, and the event loop waits for the disk; with every fsync made
 // 2 ms slower, that wait cost a quarter of the creates per second (+29 % without it;
-// BENCHMARKS.md, session 6); on this machine's fast disk, +3 %.
+// BENCHMARKS.md as of 966ad38); on this machine's fast disk, +3 %.
 //
 // A group's transaction runs at synchronous=NORMAL instead: its COMMIT writes the WAL frames
 // (the OS has them, so they survive a crash of this process) but does not wait for the disk.
@@ -47,7 +47,7 @@ export class WalSync implements DeferredSync {
   transaction<T>(fn: () => T): T {
     // not prepared once: SQLite applies `PRAGMA synchronous = …` when the statement is
     // prepared, so running a prepared one again changes nothing. exec, not pragma(): no
-    // result rows to read back, about 0.5 µs against 2–3 (session 13)
+    // result rows to read back, about 0.5 µs against 2–3 (BENCHMARKS.md as of 966ad38)
     this.sqlite.exec('PRAGMA synchronous = NORMAL');
     try {
       return this.sqlite.transaction(fn).immediate();
