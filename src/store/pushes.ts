@@ -116,7 +116,14 @@ export class PushStore {
     // A new socket reads from the floor: nothing is pending below the first row found (or at
     // all), so the floor moves past what this read stepped over. Later reads start at the
     // socket's cursor and write nothing: no write per push delivered.
-    if (afterPushId === 0) this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : this.lastDurablePush(deviceId));
+    // The floor is a hint: a write refused (a full disk) must not lose the rows read.
+    if (afterPushId === 0) {
+      try {
+        this.raise(deviceId, floor, rows.length > 0 ? rows[0]!.pushId - 1 : this.lastDurablePush(deviceId));
+      } catch {
+        // raised by a later read instead
+      }
+    }
     return rows;
   }
 

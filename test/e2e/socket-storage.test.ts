@@ -35,3 +35,22 @@ t.test('when the database refuses writes while a device connects and acks, then 
   await until('delivered', async () => (await events(s.app)).every((e: { state: string }) => e.state === 'DELIVERED'));
   t.pass('the next ack is stored');
 });
+
+t.test('when the database refuses writes while a device reconnects past pushes it never needs, then it is still sent what is pending', async (t) => {
+  const s = await listen(t, { ackTimeoutMs: 60_000 });
+  const w = await world(s.app);
+  // assigned and stood down before the device connects: both SUPERSEDED, stepped over by the floor
+  await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'OLD', resources: ['A7'] }));
+  await send(s.app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'OLD', resources: [] }));
+  await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'NEW', resources: ['A7'] }));
+  const token = await deviceToken(s.app, w.a7);
+  s.db.$client.pragma('query_only = ON'); // the floor cannot be raised now
+  t.teardown(() => void s.db.$client.pragma('query_only = OFF'));
+  const c = await connect(t, `${s.ws}/api/socket/device?token=${token}`);
+  await until('the pending push', () => c.frames.length >= 1);
+  t.same(
+    c.frames.map((f) => f.incident.originId),
+    ['NEW'],
+    'the pending push is sent though the floor could not move',
+  );
+});

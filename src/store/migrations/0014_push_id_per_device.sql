@@ -5,9 +5,9 @@
 -- pushId becomes a per-device sequence (events.push_seq, devices.push_seq: the last one given).
 -- Devices in the field drop pushes whose pushId they already handled, and acks are cumulative:
 -- an existing event keeps its id as its pushId (already increasing per device; the gaps are
--- history), and each device's sequence starts at its last event id (0 if none), so its next
--- push gets a higher pushId than any it has seen. devices.settled_up_to stays valid as it is:
--- it is in the same number space.
+-- history), and each device's sequence starts at its last event id (0 if none), or at its floor
+-- if that is higher (below), so its next push gets a higher pushId than any it has seen and than
+-- its floor. devices.settled_up_to stays valid as it is: it is in the same number space.
 DROP INDEX `events_device`;--> statement-breakpoint
 CREATE TABLE `__new_events` (
 	`id` integer PRIMARY KEY NOT NULL,
@@ -36,4 +36,7 @@ BEGIN
 END;
 --> statement-breakpoint
 ALTER TABLE `devices` ADD `push_seq` integer DEFAULT 0 NOT NULL;--> statement-breakpoint
-UPDATE `devices` SET `push_seq` = coalesce((SELECT max(`push_seq`) FROM `events` WHERE `device_id` = `devices`.`id`), 0);
+-- Before this migration a device's floor (settled_up_to) was raised to the last event id of all
+-- devices, often above the device's own last: the sequence starts above both, or the device's
+-- next pushes would fall at or below its floor, where no read or ack looks.
+UPDATE `devices` SET `push_seq` = max(`settled_up_to`, coalesce((SELECT max(`push_seq`) FROM `events` WHERE `device_id` = `devices`.`id`), 0));

@@ -317,3 +317,35 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
   t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4, b6 + 1], "B's too (after its expired one)");
   t.same(pushes.pendingAfter(c, 0, 10).map((r) => r.pushId), [1], 'a device without events starts at 1');
 });
+
+t.test('when a device\'s floor from before 0014 is above its own last event (raised to the last event of all devices), then its next push is above the floor and is read', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0014_')));
+  const user = Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ('U', 'u@x.test', 'u@x.test', 'h', 1)`).run().lastInsertRowid);
+  const device = (name: string) => {
+    const id = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
+    sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`).run(user, id);
+    return id;
+  };
+  const [a, b] = [device('A1'), device('B1')];
+  const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
+  const event = (deviceId: number, state: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
+        .run(deviceId, version, state).lastInsertRowid,
+    );
+  event(a, 'DELIVERED');
+  const last = Math.max(...Array.from({ length: 5 }, () => event(b, 'DELIVERED')));
+  // what the code before 0014 did when A connected with nothing pending: its floor went to the
+  // last event of all devices
+  sqlite.prepare(`UPDATE devices SET settled_up_to = ? WHERE id = ?`).run(last, a);
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const identity = new IdentityStore(db);
+  const incidents = new IncidentStore(db, { online: new Set() });
+  t.ok(incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1'] }, '2026-01-02T00:00:00.000Z').ok);
+  const pending = new PushStore(db).pendingAfter(a, 0, 10);
+  t.same(pending.map((r) => r.pushId), [last + 1], 'the new push is read, with a pushId above the floor');
+});
