@@ -1,10 +1,10 @@
-// Failed-login throttling (DESIGN sections 3 and 7): failures are counted per address and per
-// (account, address). An attempt is counted the moment it starts, before its password is
+// Failed-login throttling (DESIGN sections 3 and 7): failures are counted per address, per
+// (account, address), and per account whatever the address (a guesser rotating addresses). An attempt is counted the moment it starts, before its password is
 // hashed (an attempt reserves a failure; a right password gives it back), so no number of
 // parallel guesses gets more checked than the limit allows. Only failures count, and a
 // correct login is never blocked by someone else's failures: an account that logged in from
 // an address within the window is held there only to its own (account, address) limit, not to
-// the address's. In memory: a restart forgives, which is fine.
+// the address's or the account's. In memory: a restart forgives, which is fine.
 export interface ThrottleOptions {
   /** failures allowed before waiting starts */
   freeFailures: number;
@@ -12,6 +12,12 @@ export interface ThrottleOptions {
   windowMs: number;
   /** a per-address limit, higher: a spray over many accounts from one address */
   addressFailures: number;
+  /**
+   * a per-account limit over every address (default 20): guesses at one account from many
+   * addresses. An address the account logged in from is not held to it, so a flood of guesses
+   * keeps the account's owner out only of addresses it has not used.
+   */
+  accountFailures?: number;
   now?: () => number;
 }
 
@@ -61,6 +67,10 @@ export class LoginThrottle {
 
   private addressKey(ip: string): string {
     return `ip\u0000${ip}`;
+  }
+
+  private accountKey(email: string): string {
+    return `all\u0000${email.trim().toLowerCase()}`;
   }
 
   /** the bucket, unless its failures are older than the window and none is pending */
@@ -117,13 +127,17 @@ export class LoginThrottle {
     const now = this.now();
     const pairKey = this.pairKey(ip, email);
     const addressKey = this.addressKey(ip);
+    const accountKey = this.accountKey(email);
+    const known = this.isKnown(pairKey, now);
     const wait = Math.max(
       this.waitFor(this.live(pairKey, now), this.opts.freeFailures, now),
-      this.isKnown(pairKey, now) ? 0 : this.waitFor(this.live(addressKey, now), this.opts.addressFailures, now),
+      known ? 0 : this.waitFor(this.live(addressKey, now), this.opts.addressFailures, now),
+      known ? 0 : this.waitFor(this.live(accountKey, now), this.opts.accountFailures ?? 20, now),
     );
     if (wait > 0) return { ok: false, retryAfter: wait };
     const pair = this.begin(pairKey, now);
     const address = this.begin(addressKey, now);
+    const account = this.begin(accountKey, now);
     if (this.buckets.size > this.sweepAt) this.sweep(now);
     let settled = false;
     const settle = (outcome: 'succeeded' | 'failed' | 'withdrawn'): void => {
@@ -132,18 +146,23 @@ export class LoginThrottle {
       const t = this.now();
       pair.pending -= 1;
       address.pending -= 1;
+      account.pending -= 1;
       if (outcome === 'failed') {
         pair.failures += 1;
         address.failures += 1;
-        pair.lastFailure = address.lastFailure = t;
+        account.failures += 1;
+        pair.lastFailure = address.lastFailure = account.lastFailure = t;
       } else if (outcome === 'succeeded') {
-        pair.failures = 0; // a success forgives the account's failures at that address
+        // a success forgives the account's failures at that address (not those from
+        // elsewhere: a guesser's count would start over whenever the owner logs in)
+        pair.failures = 0;
         this.known.delete(pairKey); // re-inserted last: the map stays in order of last success
         this.known.set(pairKey, t);
         if (this.known.size > SWEEP_AT) this.forgetOldPairs(t);
       }
       this.release(pairKey, pair);
       this.release(addressKey, address);
+      this.release(accountKey, account);
     };
     return {
       ok: true,

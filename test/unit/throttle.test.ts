@@ -109,3 +109,21 @@ t.test('when the window passes, then a known pair is forgotten, but attempts sti
   for (const a of [...slow, third]) a.withdrawn();
   t.equal(refusal(throttle, '10.0.0.1', 'admin@example.test'), 0, 'withdrawn, they count nothing');
 });
+
+t.test('when one account is guessed at from a new address each time, then past its account-wide limit every new address waits, and an address it logged in from does not', async (t) => {
+  const { throttle, advance } = clocked({ freeFailures: 5, addressFailures: 50 });
+  begin(throttle, '10.0.0.1', 'a@example.test').succeeded(); // the owner, from its own address
+  let checked = 0;
+  for (let i = 0; i < 200; i++) {
+    const a = throttle.attempt(`10.1.${i >> 8}.${i & 255}`, 'a@example.test');
+    if (a.ok) {
+      checked++;
+      a.failed();
+    }
+    advance(50); // 20 guesses a second, each from an address of its own
+  }
+  t.equal(checked, 20 + 3, `20 free failures, then the back-off lets a few through (${checked} checked in 10 s, not 200)`);
+  t.ok(refusal(throttle, '10.2.0.1', 'a@example.test') > 0, 'a new address waits');
+  t.equal(refusal(throttle, '10.0.0.1', 'a@example.test'), 0, 'the owner\'s own address does not');
+  t.equal(refusal(throttle, '10.2.0.1', 'b@example.test'), 0, 'another account is not held');
+});
