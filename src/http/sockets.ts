@@ -1,5 +1,5 @@
-// The WebSocket endpoints (not HTTP operations, so not in openapi.yaml's paths; described in
-// its info.description): /api/socket/device for responder devices, /api/socket for users.
+// The WebSocket endpoints (not HTTP operations, so not in openapi.yaml's paths; specified in
+// asyncapi.yaml): /api/socket/device for responder devices, /api/socket for users.
 // Credentials are checked before the upgrade: a wrong token gets an HTTP 401, no socket.
 // Each socket keeps the credential it was opened with (in memory only) so that the hub can
 // check it again and close the socket when it no longer stands (push/device-hub.ts).

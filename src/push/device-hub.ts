@@ -7,7 +7,7 @@
 //  - pushes older than PUSH_TTL_S become EXPIRED;
 //  - state lives in the database, so nothing is lost across a restart.
 // User sockets receive {"events":[…]} for the devices their user reaches now.
-// What a socket may cost (section 5, and the close codes in openapi.yaml's info.description):
+// What a socket may cost (section 5, and the close codes in asyncapi.yaml):
 //  - it lives no longer than its credential: every credentialCheckMs (250 ms), when access may
 //    have been withdrawn (a SocketAccess stamp moved) or a credential ran out by itself, each
 //    socket's credential is checked again, and a socket whose credential no longer stands is
@@ -53,13 +53,12 @@ export const DEFAULT_HUB_OPTIONS: Omit<HubOptions, 'ackTimeoutMs' | 'ttlMs'> = {
   userSocketsMax: 10,
 };
 
-/** close codes the sockets see (documented in openapi.yaml's info.description) */
+/** close codes the sockets see (documented in asyncapi.yaml) */
 export const CLOSE = {
   /** a newer socket of the same device, or the user's oldest past USER_SOCKETS_MAX */
   replaced: 4000,
   /** the credential that opened the socket no longer stands */
   revoked: 4001,
-  dead: 4002,
   /** more than INVALID_FRAMES_MAX invalid frames within a minute */
   invalidFrames: 4003,
   /** more than SEND_BUFFER_MAX waiting to be sent: the client does not read */
