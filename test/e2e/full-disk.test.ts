@@ -10,25 +10,16 @@
 import t, { type Test } from 'tap';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { projectRoot } from '../../src/paths.js';
 import { until } from '../fixtures/sockets.js';
-import { untilServing } from '../fixtures/server-process.js';
+import { freePort, untilServing } from '../fixtures/server-process.js';
 
 const ADMIN = { email: 'full-disk@example.test', password: 'full-disk-password' };
 const auth = `Basic ${Buffer.from(`${ADMIN.email}:${ADMIN.password}`).toString('base64')}`;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** The fault-injecting preload of the fallback: runs in the server process before main.ts. */
 const PRELOAD = `

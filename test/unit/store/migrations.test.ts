@@ -261,22 +261,30 @@ t.test('when a database from before 0011 holds pushes past their TTL, then the f
   t.equal(c.prepare('SELECT expired_through FROM push_expiry').pluck().get(), old + 1, 'the floor is kept');
 });
 
-t.test('when a database from before 0014 holds pushes, then each keeps its event id as its pushId, pending ones stay deliverable and acks cumulative, and each device goes on from its last', async (t) => {
-  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0014_')));
+/** a user reaching the devices it names, and events written as the code before 0014 wrote them */
+function pushWorld(sqlite: Database.Database) {
   const user = Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ('U', 'u@x.test', 'u@x.test', 'h', 1)`).run().lastInsertRowid);
   const device = (name: string) => {
     const id = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
     sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`).run(user, id);
     return id;
   };
-  const [a, b, c] = [device('A1'), device('B1'), device('C1')];
-  const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
-  const event = (deviceId: number, state: string) =>
-    Number(
+  let version: number | undefined;
+  const event = (deviceId: number, state: string) => {
+    version ??= Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
+    return Number(
       sqlite
         .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
         .run(deviceId, version, state).lastInsertRowid,
     );
+  };
+  return { user, device, event };
+}
+
+t.test('when a database from before 0014 holds pushes, then each keeps its event id as its pushId, pending ones stay deliverable and acks cumulative, and each device goes on from its last', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0014_')));
+  const { user, device, event } = pushWorld(sqlite);
+  const [a, b, c] = [device('A1'), device('B1'), device('C1')];
   // interleaved: A 1, 3, 5; B 2, 4, 6
   const [a1, b2, a3, b4, a5, b6] = [event(a, 'DELIVERED'), event(b, 'PENDING'), event(a, 'PENDING'), event(b, 'PENDING'), event(a, 'PENDING'), event(b, 'EXPIRED')];
   sqlite.prepare(`UPDATE devices SET settled_up_to = ? WHERE id = ?`).run(a1, a);
@@ -320,20 +328,8 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
 
 t.test('when a device\'s floor from before 0014 is above its own last event (raised to the last event of all devices), then its next push is above the floor and is read', async (t) => {
   const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0014_')));
-  const user = Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ('U', 'u@x.test', 'u@x.test', 'h', 1)`).run().lastInsertRowid);
-  const device = (name: string) => {
-    const id = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(name, name.toLowerCase(), `u-${name}`).lastInsertRowid);
-    sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`).run(user, id);
-    return id;
-  };
+  const { user, device, event } = pushWorld(sqlite);
   const [a, b] = [device('A1'), device('B1')];
-  const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (7, '{"id":7}')`).run().lastInsertRowid);
-  const event = (deviceId: number, state: string) =>
-    Number(
-      sqlite
-        .prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state) VALUES ('incidentAssigned', ?, 7, '2026-01-01T00:00:00.000Z', '{}', ?, ?)`)
-        .run(deviceId, version, state).lastInsertRowid,
-    );
   event(a, 'DELIVERED');
   const last = Math.max(...Array.from({ length: 5 }, () => event(b, 'DELIVERED')));
   // what the code before 0014 did when A connected with nothing pending: its floor went to the
