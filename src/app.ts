@@ -135,8 +135,8 @@ const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const { config, db } = deps;
   const clock = deps.clock ?? systemClock;
-  // one log line every 10 s at most, however many clients are cut off
-  let cutOffLog = (_address: string, _why: string): void => {};
+  // one log line every 10 s at most, however many clients are cut off (set once app.log exists)
+  let cutOffLog = (_address: string): void => {};
   const app = Fastify({
     logger: deps.logger ?? loggerOptions(config.logLevel),
     bodyLimit: BODY_LIMIT,
@@ -161,9 +161,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       }),
     requestTimeout: config.requestTimeoutS * 1000,
   });
-  limitUnsent(app.server, { onCutOff: (address, unsent) => cutOffLog(address, `${unsent} bytes of answers unread`) });
-  const logCutOff = refusalLog((count, address) => app.log.warn({ count, lastAddress: address }, 'connections cut off: clients not reading their answers'));
-  cutOffLog = (address) => logCutOff(address);
+  cutOffLog = refusalLog((count, address) => app.log.warn({ count, lastAddress: address }, 'connections cut off: clients not reading their answers'));
+  limitUnsent(app.server, { onCutOff: (address) => cutOffLog(address) });
   limitConnections(
     app.server,
     { connectionsMax: config.connectionsMax, connectionsPerAddressMax: config.connectionsPerAddressMax },
@@ -222,9 +221,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Sockets check their credentials again when access may have been withdrawn: a user, token,
   // session or link changed (identity.generation), or a device was added, changed or deleted
   // (reach_generation's token, migration 0012). One query each, however many sockets.
-  const reachToken = db.$client.prepare('SELECT token FROM reach_generation WHERE id = 1').pluck();
-  const enabledAmong = db.$client.prepare('SELECT id FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND NOT disabled').pluck();
-  const socketAccess = new Access(identity);
+  const access = new Access(identity);
   const hub = new DeviceHub(
     new PushStore(db, () => writes.horizon()),
     clock,
@@ -238,9 +235,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     },
     {
       credentialsStamp: () => identity.generation,
-      devicesStamp: () => reachToken.get(),
-      reached: (user, deviceIds) => socketAccess.reachedAmong(user, deviceIds),
-      enabled: (deviceIds) => new Set(enabledAmong.all(JSON.stringify(deviceIds)) as number[]),
+      devicesStamp: () => identity.reachToken(),
+      reached: (user, deviceIds) => access.reachedAmong(user, deviceIds),
+      enabled: (deviceIds) => identity.enabledAmong(deviceIds),
     },
   );
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays);
@@ -252,7 +249,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clock,
     db,
     identity,
-    access: new Access(identity),
+    access,
     auth,
     incidents,
     writes,

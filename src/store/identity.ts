@@ -40,6 +40,8 @@ export class IdentityStore {
   private readonly sessionByHash;
   private readonly reachDevice;
   private readonly reachIncident;
+  private readonly enabledAmongStmt;
+  private readonly reachTokenStmt;
   private readonly revokeTokenTree;
   private readonly revokeUserTokenTrees;
 
@@ -54,6 +56,8 @@ export class IdentityStore {
       );
     this.reachDevice = linkedOrManaged('user_devices', 'device_id');
     this.reachIncident = linkedOrManaged('user_incidents', 'incident_id');
+    this.enabledAmongStmt = db.$client.prepare('SELECT id FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND NOT disabled').pluck();
+    this.reachTokenStmt = db.$client.prepare('SELECT token FROM reach_generation WHERE id = 1').pluck();
     // a token and every token minted under it, however deep
     const revokeTrees = (roots: string) =>
       db.$client.prepare(
@@ -169,6 +173,14 @@ export class IdentityStore {
   }
 
   // ---- devices
+  /** of these devices, those that exist and are enabled (one query however many) */
+  enabledAmong(deviceIds: readonly number[]): Set<number> {
+    return new Set(this.enabledAmongStmt.all(JSON.stringify(deviceIds)) as number[]);
+  }
+  /** migration 0012's token: changes with every write that adds, changes or removes a device or a link */
+  reachToken(): unknown {
+    return this.reachTokenStmt.get();
+  }
   deviceById(id: number): DeviceRecord | undefined {
     return this.db.select().from(devices).where(eq(devices.id, id)).get();
   }

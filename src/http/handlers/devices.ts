@@ -3,7 +3,6 @@
 import { callsignKey } from '../../domain/callsign.js';
 import type { Principal } from '../../auth/authenticator.js';
 import { UniqueViolation, type DeviceRecord, type UserRecord } from '../../store/identity.js';
-import { isStorageError } from '../../store/errors.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicDevice } from '../mappers.js';
@@ -12,10 +11,6 @@ import { requireWritable, type Context } from './context.js';
 
 function uniqueIdTaken(): never {
   throw problems.conflict('unique-id-taken', 'Another device already has this uniqueId.');
-}
-
-function storageUnavailable(err: unknown): void {
-  if (isStorageError(err)) throw problems.storageUnavailable();
 }
 
 /** 403 unless the user may create one more device (administrators always may) */
@@ -99,7 +94,6 @@ export class DeviceHandlers {
       return publicDevice(device, this.ctx.push.online);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
-      storageUnavailable(err);
       throw err;
     }
   };
@@ -113,7 +107,6 @@ export class DeviceHandlers {
       return publicDevice(this.ctx.identity.updateDevice(device.id, changes), this.ctx.push.online);
     } catch (err) {
       if (err instanceof UniqueViolation) uniqueIdTaken();
-      storageUnavailable(err);
       throw err;
     }
   };

@@ -1,7 +1,6 @@
 // User administration with Traccar's shapes and DESIGN section 4's rules.
 import { hashPassword } from '../../auth/secrets.js';
 import { UniqueViolation, type UserRecord } from '../../store/identity.js';
-import { isStorageError } from '../../store/errors.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicUser } from '../mappers.js';
@@ -33,10 +32,6 @@ const emailKey = (email: string) => email.trim().toLowerCase();
 /** may a creator with this deviceLimit give `limit` to a user (-1: unlimited)? */
 function withinDeviceLimit(limit: number, creatorLimit: number): boolean {
   return creatorLimit === -1 || (limit !== -1 && limit <= creatorLimit);
-}
-
-function storageUnavailable(err: unknown): void {
-  if (isStorageError(err)) throw problems.storageUnavailable();
 }
 
 function columns(body: UserFields): Partial<Omit<UserRecord, 'id' | 'emailKey' | 'passwordHash'>> {
@@ -134,7 +129,6 @@ export class UserHandlers {
       return publicUser(created);
     } catch (err) {
       if (err instanceof UniqueViolation) emailTaken();
-      storageUnavailable(err);
       throw err;
     }
   };
@@ -190,7 +184,6 @@ export class UserHandlers {
       return publicUser(updated);
     } catch (err) {
       if (err instanceof UniqueViolation) emailTaken();
-      storageUnavailable(err);
       throw err;
     }
   };
