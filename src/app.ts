@@ -157,7 +157,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       guardedServer(handler, {
         requestTimeoutMs: config.requestTimeoutS * 1000,
         keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
-        onCutOff: cutOffLog,
+        onCutOff: (address) => cutOffLog(address),
       }),
     requestTimeout: config.requestTimeoutS * 1000,
   });
