@@ -150,8 +150,8 @@ export class DeviceHub implements PushHub {
   private readonly timers: NodeJS.Timeout[] = [];
   /** the SocketAccess stamps when every credential was last checked */
   private stamps: { credentials: unknown; devices: unknown } = { credentials: undefined, devices: undefined };
-  private checkFailureLogged = 0;
-  private writeFailureLogged = 0;
+  /** when each kind of failure was last logged (at most one line every 10 s per kind) */
+  private readonly failureLogged = new Map<string, number>();
   private readonly presenceQueue = new Map<number, { status: 'online' | 'offline'; at: string | null }>();
   /** a TTL sweep is walking the events */
   private expiring = false;
@@ -184,10 +184,7 @@ export class DeviceHub implements PushHub {
     try {
       return check();
     } catch (err) {
-      if (Date.now() - this.checkFailureLogged >= 10_000) {
-        this.checkFailureLogged = Date.now();
-        this.log.error({ ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
-      }
+      this.logFailure('check', { ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
       this.stamps = { credentials: undefined, devices: undefined };
       return 'failed';
     }
@@ -203,12 +200,17 @@ export class DeviceHub implements PushHub {
     try {
       return write();
     } catch (err) {
-      if (Date.now() - this.writeFailureLogged >= 10_000) {
-        this.writeFailureLogged = Date.now();
-        this.log.error({ err, write: what }, 'a delivery write failed; pushes stay pending and are sent again');
-      }
+      this.logFailure('write', { err, write: what }, 'a delivery write failed; pushes stay pending and are sent again');
       return undefined;
     }
+  }
+
+  /** an error log line, at most one every 10 s for each kind (a failing disk must not flood the log) */
+  private logFailure(kind: string, fields: object, message: string): void {
+    const now = Date.now();
+    if (now - (this.failureLogged.get(kind) ?? -Infinity) < 10_000) return;
+    this.failureLogged.set(kind, now);
+    this.log.error(fields, message);
   }
 
   /**
@@ -490,29 +492,30 @@ export class DeviceHub implements PushHub {
     const slice = (from: number) => {
       for (const conn of devices.slice(from, from + PING_SLICE)) {
         if (this.closed || this.conns.get(conn.deviceId) !== conn) continue;
-        if (conn.missedPongs >= 2) {
-          this.detach(conn, 'no pong');
-          conn.ws.terminate();
-          continue;
-        }
-        conn.missedPongs += 1;
-        conn.ws.ping();
+        this.pingOrDrop(conn, () => this.detach(conn, 'no pong'));
       }
       if (from + PING_SLICE < devices.length) setImmediate(() => slice(from + PING_SLICE));
     };
     slice(0);
     for (const group of [...this.users.values()]) {
       for (const conn of [...group.conns]) {
-        if (conn.missedPongs >= 2) {
+        this.pingOrDrop(conn, () => {
           conn.ended = true;
           this.removeUser(conn);
-          conn.ws.terminate();
-          continue;
-        }
-        conn.missedPongs += 1;
-        conn.ws.ping();
+        });
       }
     }
+  }
+
+  /** a socket that missed two pongs is dropped (no close frame: the client sees 1006); else pinged */
+  private pingOrDrop(conn: Conn, drop: () => void): void {
+    if (conn.missedPongs >= 2) {
+      drop();
+      conn.ws.terminate();
+      return;
+    }
+    conn.missedPongs += 1;
+    conn.ws.ping();
   }
 
   /**
