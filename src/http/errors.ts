@@ -5,7 +5,7 @@
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Problem, problems, type FieldError } from './problem.js';
+import { escapePointer, Problem, problems, type FieldError } from './problem.js';
 import { isStorageError } from '../store/errors.js';
 import { HashQueueFull } from '../auth/secrets.js';
 
@@ -23,10 +23,6 @@ interface AjvLikeError {
 }
 
 const CONTEXT: Record<string, string> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' };
-
-function escapePointer(s: string): string {
-  return s.replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 /**
  * Ajv's errors as field errors, without duplicates: at most `limit` of them, and whether

@@ -14,6 +14,11 @@ export interface ProblemBody {
   incidentId?: number;
 }
 
+/** one segment of a JSON pointer (RFC 6901), as `errors[].path` names fields */
+export function escapePointer(s: string): string {
+  return s.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
 export const PROBLEM_TYPE_PREFIX = 'urn:cad-incident:problem:';
 
 export class Problem extends Error {

@@ -13,7 +13,7 @@ import addFormatsModule from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { instant } from '../clock.js';
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
-import { problems, type FieldError } from './problem.js';
+import { escapePointer, problems, type FieldError } from './problem.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
 
@@ -87,10 +87,6 @@ interface AjvError {
   message: string;
 }
 type Validate = ((data: unknown, dataCxt?: unknown) => boolean) & { errors?: AjvError[] | null; schemaEnv?: unknown };
-
-function escapePointer(s: string): string {
-  return s.replace(/~/g, '~0').replace(/\//g, '~1');
-}
 
 /**
  * Path and query strings: Ajv would read `0x10`, `1e3`, ` 16` and `16.0` as integers
