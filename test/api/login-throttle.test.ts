@@ -61,6 +61,26 @@ function limitChecks(t: Test, limits: Parameters<typeof setPasswordCheckLimits>[
 
 // The counts below must not depend on how fast this machine hashes: the queue's time bound
 // (a check that would wait over ~1 s is refused) has its unit test in test/unit/secrets.test.ts.
+/**
+ * 1 000 wrong passwords for OTHER (from the addresses `addressOf` gives), and while they are in
+ * flight a right login for BEE: its answer, and how many of the flood were checked ahead of it.
+ */
+async function floodThenLogin(t: Test, addressOf: (i: number) => string) {
+  const { throttle } = throttled({ freeFailures: 5 });
+  const { app } = await makeApp(t, { throttle });
+  await createUser(app, { name: 'Other', ...OTHER });
+  await createUser(app, { name: 'Bee', ...BEE });
+  let checkedAhead = 0;
+  const flood = Array.from({ length: 1000 }, (_, i) =>
+    login(app, OTHER.email, `guess-${i}`, addressOf(i)).then((r) => {
+      if (r.statusCode === 401) checkedAhead++;
+      return r;
+    }),
+  );
+  const mine = await login(app, BEE.email, BEE.password, '10.0.0.2');
+  return { flood: Promise.all(flood), mine, ahead: checkedAhead };
+}
+
 const limitsBefore = setPasswordCheckLimits({ maxWaitMs: Infinity });
 t.teardown(() => {
   setPasswordCheckLimits(limitsBefore);
@@ -159,42 +179,18 @@ t.test('the bounded queue of password checks', async (t) => {
   });
 
   t.test('when one account is flooded from one address, then the flood is throttled before it hashes and another login goes ahead of it', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
-    await createUser(app, { name: 'Other', ...OTHER });
-    await createUser(app, { name: 'Bee', ...BEE });
-    let checkedAhead = 0;
-    const flood = Array.from({ length: 1000 }, (_, i) =>
-      login(app, OTHER.email, `guess-${i}`, '10.9.9.9').then((r) => {
-        if (r.statusCode === 401) checkedAhead++;
-        return r;
-      }),
-    );
-    const mine = await login(app, BEE.email, BEE.password, '10.0.0.2');
-    const ahead = checkedAhead;
+    const { flood, mine, ahead } = await floodThenLogin(t, () => '10.9.9.9');
     t.equal(mine.statusCode, 200, 'the other account logs in');
     t.ok(ahead <= 5, `at most the free failures were checked ahead of it (${ahead})`);
-    t.same(statuses(await Promise.all(flood)), { 401: 5, 429: 995 }, 'five of the flood were hashed');
+    t.same(statuses(await flood), { 401: 5, 429: 995 }, 'five of the flood were hashed');
   });
 
   t.test('when one account is flooded from 1 000 addresses, then it gets only its share of the queue and another login goes ahead of it', async (t) => {
     limitChecks(t, { queueMax: 40, shareMax: 4 });
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
-    await createUser(app, { name: 'Other', ...OTHER });
-    await createUser(app, { name: 'Bee', ...BEE });
-    let checkedAhead = 0;
-    const flood = Array.from({ length: 1000 }, (_, i) =>
-      login(app, OTHER.email, `guess-${i}`, `10.${(i >> 8) + 100}.${i & 255}.1`).then((r) => {
-        if (r.statusCode === 401) checkedAhead++;
-        return r;
-      }),
-    );
-    const mine = await login(app, BEE.email, BEE.password, '10.0.0.2');
-    const ahead = checkedAhead;
+    const { flood, mine, ahead } = await floodThenLogin(t, (i) => `10.${(i >> 8) + 100}.${i & 255}.1`);
     t.equal(mine.statusCode, 200, 'the other account logs in');
     t.ok(ahead <= 4, `at most the running checks and one turn of the flood were hashed ahead of it (${ahead})`);
-    const seen = statuses(await Promise.all(flood));
+    const seen = statuses(await flood);
     t.ok((seen[401] ?? 0) <= 6, `the flood had two running and four queued (${seen[401]} checked)`);
     t.equal((seen[401] ?? 0) + (seen[503] ?? 0), 1000, 'the rest were told the service is busy');
   });
