@@ -1,11 +1,10 @@
 // Connection limits against a real listening server (http/connections.ts): a request that
 // arrives too slowly is cut off, and one client address cannot take every connection.
 import t from 'tap';
-import { Writable } from 'node:stream';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { listen, until } from '../fixtures/sockets.js';
+import { capturedLog, listen, until } from '../fixtures/sockets.js';
 import { limitUnsent, PIPELINED_MAX, refusalLog } from '../../src/http/connections.js';
 import { createServer } from 'node:http';
 
@@ -132,14 +131,8 @@ t.test('when refusals flood, then one log line every interval counts them', asyn
 });
 
 t.test('when a client pipelines 200 requests in one packet and reads nothing, then the server closes the connection instead of holding every answer, and says so once', async (t) => {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  const s = await listen(t, {}, {}, { logger: { level: 'warn', stream } });
+  const { logger, lines } = capturedLog('warn');
+  const s = await listen(t, {}, {}, { logger });
   const sock = await open(port(s.http));
   t.teardown(() => sock.destroy());
   sock.pause(); // never read
@@ -148,7 +141,7 @@ t.test('when a client pipelines 200 requests in one packet and reads nothing, th
   sock.write('GET /api/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(200));
   await until('the server to close the connection', () => closed, 5_000);
   t.ok(closed, 'closed by the server');
-  t.equal(lines.filter((l) => l.includes('connections cut off')).length, 1, 'one warning in the log');
+  t.equal(lines.filter((l) => l.msg.includes('connections cut off')).length, 1, 'one warning in the log');
 });
 
 t.test(`when a client pipelines ${PIPELINED_MAX} requests and reads the answers, then it gets every answer`, async (t) => {

@@ -2,13 +2,12 @@
 // USER_SOCKETS_MAX user sockets per user, ping/pong on user sockets, a 1 MiB send buffer
 // (close 4008), and a budget of invalid frames (close 4003, one warning in the log).
 import t from 'tap';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket as ServerSocket } from 'ws';
 import { adminAuth, createDevice, grant, mintToken } from '../fixtures/app.js';
 import { IdentityStore } from '../../src/store/identity.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
-import { closeCode, connect, deviceToken, listen, settle, until, userEvents, type Client } from '../fixtures/sockets.js';
+import { capturedLog, closeCode, connect, deviceToken, listen, settle, until, userEvents, type Client } from '../fixtures/sockets.js';
 
 const REPLACED = 4000;
 const INVALID_FRAMES = 4003;
@@ -102,20 +101,9 @@ t.test('when a user socket stops reading while events flow, then it is closed wi
   t.equal(reader.closed, null, 'a socket that reads stays open');
 });
 
-/** a logger that keeps every line it writes */
-function capturedLog(): { logger: { level: string; stream: Writable }; lines: { level: number; msg: string }[] } {
-  const lines: { level: number; msg: string }[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n')) if (line) lines.push(JSON.parse(line) as { level: number; msg: string });
-      done();
-    },
-  });
-  return { logger: { level: 'debug', stream }, lines };
-}
 
 t.test('when a device sends invalid frames, then it gets at most 10 error replies, is closed with 4003, and the log has one warning and no line per frame', async (t) => {
-  const log = capturedLog();
+  const log = capturedLog('debug');
   const s = await listen(t, {}, {}, { logger: log.logger });
   const w = await world(s.app);
   const c = await connect(t, `${s.ws}/api/socket/device?token=${await deviceToken(s.app, w.a7)}`);
