@@ -227,7 +227,6 @@ t.test('when the database disk is full, then writes answer 503 storage-unavailab
   };
 
   disk.fill();
-  const dbSizeWhenFull = statSync(dbFile).size;
   // The WAL may still have room for a few writes; from some write on, none fits.
   let refusedInARow = 0;
   for (let i = 0; refusedInARow < 3 && i < 2000; i++) {
@@ -269,8 +268,14 @@ t.test('when the database disk is full, then writes answer 503 storage-unavailab
   await until('health ready again', async () => (await api(port, 'GET', '/health')).status === 200, 10_000);
   for (let i = 0; i < 20; i++) t.equal((await write('POST', '/incidents', incident(`AFTER-${n++}`))).status, 202, 'stored once space has returned');
   if (disk.mode === 'tmpfs') {
-    // the checkpoint thread copies the WAL into the database file again
-    await until('a checkpoint that grows the database file', () => statSync(dbFile).size > dbSizeWhenFull, 10_000);
+    // A checkpoint pass that failed while the disk was full is tried again, and says so when
+    // it succeeds. (Whether one failed depends on where the WAL stood, and whether the file
+    // grows afterwards on whether the new pages fit in the old ones: neither is asserted; the
+    // thread's restart itself is tested in test/unit/store/checkpointer.test.ts.)
+    if (/checkpoint failed/.test(server.log())) {
+      await until('checkpoints that succeed again', () => /checkpoints succeed again/.test(server.log()), 10_000);
+      t.pass('a failed checkpoint thread came back by itself');
+    }
   }
 
   server.child.kill('SIGKILL');
