@@ -10,18 +10,18 @@ module.exports = {
       to: { pathNot: '^src/domain/' },
     },
     {
-      name: 'sql-only-in-store',
-      comment: 'Only src/store talks to the database drivers.',
+      name: 'drivers-only-in-adapters',
+      comment: 'Only src/adapters talks to the database drivers.',
       severity: 'error',
-      from: { pathNot: '^src/store/' },
-      to: { path: 'node_modules/(better-sqlite3|drizzle-orm)/' },
+      from: { pathNot: '^src/adapters/' },
+      to: { path: 'node_modules/(better-sqlite3|drizzle-orm|pg)/' },
       },
     {
       name: 'handlers-do-not-reach-into-drivers',
       comment: 'HTTP handlers go through the store, never around it.',
       severity: 'error',
       from: { path: '^src/http/' },
-      to: { path: '^src/store/(schema|db)\\.ts$', dependencyTypesNot: ['type-only'] },
+      to: { path: '^src/adapters/sqlite/(schema|db)\\.ts$', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'no-circular',

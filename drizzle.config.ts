@@ -2,6 +2,6 @@ import { defineConfig } from 'drizzle-kit';
 
 export default defineConfig({
   dialect: 'sqlite',
-  schema: './src/store/schema.ts',
-  out: './src/store/migrations',
+  schema: './src/adapters/sqlite/schema.ts',
+  out: './src/adapters/sqlite/migrations',
 });

@@ -1,5 +1,5 @@
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
-import type { Synchronous } from './store/db.js';
+import type { Synchronous } from './adapters/sqlite/db.js';
 
 export interface Config {
   port: number;

@@ -2,8 +2,8 @@
 // taking requests, finish those in flight, close sockets and the database.
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
-import { openDatabase } from './store/db.js';
-import { Checkpointer } from './store/checkpointer.js';
+import { openDatabase } from './adapters/sqlite/db.js';
+import { Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
 
 async function main(): Promise<void> {
   let config;
@@ -22,7 +22,7 @@ async function main(): Promise<void> {
   // restart recovers from what is really on disk. The callers waiting get their 500 first.
   let storageFailed = false;
   let app: Awaited<ReturnType<typeof buildApp>> | undefined;
-  // WAL checkpoints off the event loop (src/store/checkpointer.ts)
+  // WAL checkpoints off the event loop (src/adapters/sqlite/engine/checkpointer.ts)
   const checkpointer =
     config.databasePath === ':memory:' || !config.dbCheckpointThread
       ? null

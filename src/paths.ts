@@ -17,5 +17,5 @@ function findRoot(): string {
 export const projectRoot = findRoot();
 export const specPath = join(projectRoot, 'openapi.yaml');
 export const asyncapiPath = join(projectRoot, 'asyncapi.yaml');
-export const migrationsPath = join(projectRoot, 'src', 'store', 'migrations');
+export const migrationsPath = join(projectRoot, 'src', 'adapters', 'sqlite', 'migrations');
 export const publicPath = join(projectRoot, 'src', 'http', 'public');

@@ -2,8 +2,8 @@
 // N devices whose callsigns are shared by 1-3 devices, and an integration user reaching all.
 import { callsignKey } from '../../src/domain/callsign.js';
 import { hashPassword } from '../../src/auth/secrets.js';
-import { openDatabase, type Db } from '../../src/store/db.js';
-import type { UserRecord } from '../../src/store/identity.js';
+import { openDatabase, type Db } from '../../src/adapters/sqlite/db.js';
+import type { UserRecord } from '../../src/adapters/sqlite/identity.js';
 
 export const BENCH_USER = { email: 'cad@bench.test', password: 'bench-password' };
 

@@ -15,11 +15,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { benchCaller, seed, threeCallsigns } from './seed.js';
-import { openDatabase } from '../../src/store/db.js';
-import { IncidentStore } from '../../src/store/incidents.js';
-import { Checkpointer } from '../../src/store/checkpointer.js';
-import { walSync } from '../../src/store/wal-sync.js';
-import { observed } from '../../src/store/group-commit.js';
+import { openDatabase } from '../../src/adapters/sqlite/db.js';
+import { IncidentStore } from '../../src/adapters/sqlite/incidents.js';
+import { Checkpointer } from '../../src/adapters/sqlite/engine/checkpointer.js';
+import { walSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
+import { observed } from '../../src/adapters/sqlite/engine/group-commit.js';
 import { framePages, framesByOwner, pageOwners, walFrameCount, walGeneration } from './wal-frames.js';
 
 const GROUP = 25;

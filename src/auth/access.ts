@@ -1,6 +1,6 @@
 // Who may do what (DESIGN section 4). Administrators: everything. Managers (userLimit ≠ 0):
 // the users they manage and what those reach. Readonly users change nothing.
-import type { IdentityStore, UserRecord } from '../store/identity.js';
+import type { IdentityStore, UserRecord } from '../adapters/sqlite/identity.js';
 
 export class Access {
   constructor(private readonly identity: IdentityStore) {}

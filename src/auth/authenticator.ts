@@ -2,8 +2,8 @@
 // and mints tokens and sessions. Disabled and expired users never authenticate.
 import type { Clock } from '../clock.js';
 import { instant, iso } from '../clock.js';
-import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../store/identity.js';
-import { isStorageError } from '../store/errors.js';
+import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../adapters/sqlite/identity.js';
+import { isStorageError } from '../adapters/sqlite/errors.js';
 import { problems } from '../http/problem.js';
 import { hashPassword, looksLikeSecret, newSecret, sha256, verifyPassword } from './secrets.js';
 
@@ -239,7 +239,7 @@ export class Authenticator {
   /**
    * Mints a user token. Default lifetime TOKEN_DEFAULT_DAYS; a past or unparsable
    * `expiration` is refused; a caller holding a token gets at most that token's expiry.
-   * That token is the new one's parent: revoking it revokes the new one (store/identity.ts).
+   * That token is the new one's parent: revoking it revokes the new one (adapters/sqlite/identity.ts).
    * Minted in an impersonation session, the token ends as that session would.
    * A parent revoked since the request was authenticated refuses it (401).
    */

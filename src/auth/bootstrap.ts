@@ -2,7 +2,7 @@
 // ADMIN_PASSWORD, or `admin` with a random password printed once to the log.
 import type { FastifyBaseLogger } from 'fastify';
 import { randomBytes } from 'node:crypto';
-import type { IdentityStore } from '../store/identity.js';
+import type { IdentityStore } from '../adapters/sqlite/identity.js';
 import { hashPassword } from './secrets.js';
 
 export async function bootstrapAdministrator(

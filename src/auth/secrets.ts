@@ -114,7 +114,7 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
 
 // At most two password hashes at a time. Each holds a thread of libuv's pool (four) and a core
 // for ~50 ms; the fsync that answers every incident write runs on that pool too
-// (store/wal-sync.ts), and a burst of logins, or of wrong passwords, must not queue it.
+// (adapters/sqlite/engine/wal-sync.ts), and a burst of logins, or of wrong passwords, must not queue it.
 //
 // A login's check waits at most ~1 s: it is refused (503 busy) when the hashes ahead of it
 // would take longer by the measured run time, or when 64 wait (measured here: 22 ms a hash

@@ -6,7 +6,7 @@ import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { escapePointer, Problem, problems, type FieldError } from './problem.js';
-import { isStorageError } from '../store/errors.js';
+import { isStorageError } from '../adapters/sqlite/errors.js';
 import { HashQueueFull } from '../auth/secrets.js';
 
 /** a 400 lists at most this many failing fields (its detail says when there were more) */
@@ -77,7 +77,7 @@ export const unsupportedMediaType = (accepted?: readonly string[]) =>
 /** fastify's own errors (validation, body parsing) as problems; null for anything else */
 function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {
   if (err instanceof Problem) return err;
-  if (isStorageError(err)) return problems.storageUnavailable(); // a full disk: nothing was written (store/errors.ts)
+  if (isStorageError(err)) return problems.storageUnavailable(); // a full disk: nothing was written (adapters/sqlite/errors.ts)
   if (err instanceof HashQueueFull) return problems.busy(err.retryAfterS); // too many password hashes waiting (auth/secrets.ts)
   if (err.validation) {
     const { listed, more } = fieldErrors(err.validationContext, err.validation);

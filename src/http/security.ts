@@ -12,7 +12,7 @@ import type { Authenticator, Principal } from '../auth/authenticator.js';
 import { Problem, problems } from './problem.js';
 import type { LoginThrottle } from '../auth/throttle.js';
 import { HashQueueFull } from '../auth/secrets.js';
-import type { UserRecord } from '../store/identity.js';
+import type { UserRecord } from '../adapters/sqlite/identity.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

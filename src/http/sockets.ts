@@ -8,7 +8,7 @@ import websocket from '@fastify/websocket';
 import { SESSION_IDLE_MS, type Authenticator, type Principal } from '../auth/authenticator.js';
 import { sha256 } from '../auth/secrets.js';
 import type { DeviceCredential, DeviceHub, UserCredential } from '../push/device-hub.js';
-import type { IdentityStore } from '../store/identity.js';
+import type { IdentityStore } from '../adapters/sqlite/identity.js';
 import { problems } from './problem.js';
 import { SESSION_COOKIE, type AuthHook } from './security.js';
 

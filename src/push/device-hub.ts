@@ -23,9 +23,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Clock } from '../clock.js';
-import type { EventView } from '../store/incidents.js';
-import type { UserRecord } from '../store/identity.js';
-import type { PushRow, PushStore } from '../store/pushes.js';
+import type { EventView } from '../adapters/sqlite/incidents.js';
+import type { UserRecord } from '../adapters/sqlite/identity.js';
+import type { PushRow, PushStore } from '../adapters/sqlite/pushes.js';
 import type { PushHub } from './hub.js';
 
 export interface HubOptions {

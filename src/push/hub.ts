@@ -1,6 +1,6 @@
 // Presence and delivery to device sockets. The incident store asks it which devices are
 // online (for the status report) and tells it, after COMMIT, which pushes were written.
-import type { EventView } from '../store/incidents.js';
+import type { EventView } from '../adapters/sqlite/incidents.js';
 
 export interface PushHub {
   /** device ids with an open, answering socket right now (read synchronously, never kept) */

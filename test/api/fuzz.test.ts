@@ -26,7 +26,7 @@ import { DATE_TIME_EDGES, deref, invalid, resolve, valid, type Hints, type Schem
 import { copies, seedWorld, type FuzzWorld } from '../fixtures/fuzz-world.js';
 import { LoginThrottle } from '../../src/auth/throttle.js';
 import { addServiceFormats } from '../../src/http/validation.js';
-import type { Db } from '../../src/store/db.js';
+import type { Db } from '../../src/adapters/sqlite/db.js';
 import { callsignKey } from '../../src/domain/callsign.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261122);

@@ -8,9 +8,9 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { ADMIN, FakeClock, adminAuth, basic, bearer, createDevice, createUser, json, makeApp, mintToken } from '../fixtures/app.js';
 import { FORM, PROBLEM_JSON, bearerStatus, cookieOf, cookieStatus, login, putUser, revoke, tempDatabase } from '../fixtures/session.js';
-import { IdentityStore } from '../../src/store/identity.js';
+import { IdentityStore } from '../../src/adapters/sqlite/identity.js';
 import { Authenticator } from '../../src/auth/authenticator.js';
-import { isStorageError } from '../../src/store/errors.js';
+import { isStorageError } from '../../src/adapters/sqlite/errors.js';
 
 function call(app: FastifyInstance, auth: string, method: InjectOptions['method'], url: string, payload?: unknown) {
   return app.inject({ method, url, headers: { authorization: auth }, ...(payload === undefined ? {} : { payload: payload as InjectOptions['payload'] }) });

@@ -1,11 +1,11 @@
 // When the checkpoint thread says the WAL is large, the next write group waits for its pass
-// (src/store/checkpointer.ts): writes are held, reads are not, and nothing is lost.
+// (src/adapters/sqlite/engine/checkpointer.ts): writes are held, reads are not, and nothing is lost.
 import t, { type Test } from 'tap';
 import { makeApp } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { WAL_RESTART_HOLD_MAX_MS } from '../../src/app.js';
 import type { Config } from '../../src/config.js';
-import { CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS, type CheckpointResult } from '../../src/store/checkpointer.js';
+import { CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS, type CheckpointResult } from '../../src/adapters/sqlite/engine/checkpointer.js';
 
 function fakeCheckpoints() {
   const fake = {

@@ -1,11 +1,11 @@
-// A group commit's fsync runs off the event loop (src/store/wal-sync.ts). Until it completes,
+// A group commit's fsync runs off the event loop (src/adapters/sqlite/engine/wal-sync.ts). Until it completes,
 // the write is in the database but not yet on disk: its caller is not answered and no device
 // is sent its push. A real listening server and real WebSocket clients; the fsync is held by
 // the test.
 import t, { type Test } from 'tap';
 import type { AppDeps } from '../../src/app.js';
-import type { Db } from '../../src/store/db.js';
-import type { DeferredSync } from '../../src/store/wal-sync.js';
+import type { Db } from '../../src/adapters/sqlite/db.js';
+import type { DeferredSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
 import { adminAuth, json, mintToken } from '../fixtures/app.js';
 import { events, incidentBody, send, world } from '../fixtures/incidents.js';
 import { connect, deviceStatus, deviceToken, listen, until } from '../fixtures/sockets.js';

@@ -271,7 +271,7 @@ t.test('when the database disk is full, then writes answer 503 storage-unavailab
     // A checkpoint pass that failed while the disk was full is tried again, and says so when
     // it succeeds. (Whether one failed depends on where the WAL stood, and whether the file
     // grows afterwards on whether the new pages fit in the old ones: neither is asserted; the
-    // thread's restart itself is tested in test/unit/store/checkpointer.test.ts.)
+    // thread's restart itself is tested in test/adapters/sqlite/engine/checkpointer.test.ts.)
     if (/checkpoint failed/.test(server.log())) {
       await until('checkpoints that succeed again', () => /checkpoints succeed again/.test(server.log()), 10_000);
       t.pass('a failed checkpoint thread came back by itself');

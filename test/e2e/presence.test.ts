@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap';
 import { createDevice } from '../fixtures/app.js';
 import { connect, deviceStatus, deviceToken, listen, settle, until, type Client } from '../fixtures/sockets.js';
-import { PushStore } from '../../src/store/pushes.js';
+import { PushStore } from '../../src/adapters/sqlite/pushes.js';
 
 /** counts the transactions that write presence */
 function countPresenceWrites(t: Test): { writes: number; rows: number } {

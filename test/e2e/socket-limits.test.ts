@@ -5,7 +5,7 @@ import t from 'tap';
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket as ServerSocket } from 'ws';
 import { adminAuth, createDevice, grant, mintToken } from '../fixtures/app.js';
-import { IdentityStore } from '../../src/store/identity.js';
+import { IdentityStore } from '../../src/adapters/sqlite/identity.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { capturedLog, closeCode, connect, deviceToken, listen, settle, until, userEvents, type Client } from '../fixtures/sockets.js';
 

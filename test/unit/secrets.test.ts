@@ -1,5 +1,5 @@
 // Password hashing takes at most SCRYPT_CONCURRENCY threads of libuv's pool, which the fsync
-// of every incident write shares (src/store/wal-sync.ts). A login's check waits in a bounded
+// of every incident write shares (src/adapters/sqlite/engine/wal-sync.ts). A login's check waits in a bounded
 // queue where accounts take turns; a full queue refuses it at once.
 import { createHash } from 'node:crypto';
 import t from 'tap';

@@ -4,10 +4,10 @@ import type { Access } from '../../auth/access.js';
 import type { Authenticator, Principal } from '../../auth/authenticator.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config.js';
-import type { IdentityStore } from '../../store/identity.js';
-import type { IncidentStore } from '../../store/incidents.js';
-import type { GroupCommitter } from '../../store/group-commit.js';
-import type { Db } from '../../store/db.js';
+import type { IdentityStore } from '../../adapters/sqlite/identity.js';
+import type { IncidentStore } from '../../adapters/sqlite/incidents.js';
+import type { GroupCommitter } from '../../adapters/sqlite/engine/group-commit.js';
+import type { Db } from '../../adapters/sqlite/db.js';
 import type { PushHub } from '../../push/hub.js';
 import { problems } from '../problem.js';
 

@@ -2,7 +2,7 @@
 // match; its key is stored alongside so matching is an indexed equality lookup.
 import { callsignKey } from '../../domain/callsign.js';
 import type { Principal } from '../../auth/authenticator.js';
-import { UniqueViolation, type DeviceRecord, type UserRecord } from '../../store/identity.js';
+import { UniqueViolation, type DeviceRecord, type UserRecord } from '../../adapters/sqlite/identity.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicDevice } from '../mappers.js';

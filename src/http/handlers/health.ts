@@ -1,6 +1,6 @@
 // Liveness and readiness: up, the database answers, and writes reach the disk (none has failed
 // for a storage error since the last that committed, no sync failed or hangs).
-import { databaseAnswers } from '../../store/health.js';
+import { databaseAnswers } from '../../adapters/sqlite/health.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
 

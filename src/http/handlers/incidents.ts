@@ -1,10 +1,10 @@
 // Incident operations: map the request to the store's unit of work, map its outcome to a
-// status. The rules live in src/domain; the transaction in src/store/incidents.ts.
+// status. The rules live in src/domain; the transaction in src/adapters/sqlite/incidents.ts.
 import type { FastifyReply } from 'fastify';
 import type { Principal } from '../../auth/authenticator.js';
 import type { Incident } from '../../domain/incident.js';
 import { isAccepted } from '../../domain/incident.js';
-import type { IncidentRefusal, Outcome } from '../../store/incidents.js';
+import type { IncidentRefusal, Outcome } from '../../adapters/sqlite/incidents.js';
 import { caller } from '../security.js';
 import { Problem, problems } from '../problem.js';
 import type { Handler } from '../types.js';

@@ -1,6 +1,6 @@
 // User administration with Traccar's shapes and DESIGN section 4's rules.
 import { hashPassword } from '../../auth/secrets.js';
-import { UniqueViolation, type UserRecord } from '../../store/identity.js';
+import { UniqueViolation, type UserRecord } from '../../adapters/sqlite/identity.js';
 import { caller } from '../security.js';
 import { problems } from '../problem.js';
 import { publicUser } from '../mappers.js';

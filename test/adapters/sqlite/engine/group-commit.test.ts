@@ -4,9 +4,9 @@ import t, { type Test } from 'tap';
 import { existsSync, realpathSync, statSync, symlinkSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { GroupCommitter, StorageFailure } from '../../../src/store/group-commit.js';
-import { walSync, type DeferredSync } from '../../../src/store/wal-sync.js';
-import { until } from '../../fixtures/sockets.js';
+import { GroupCommitter, StorageFailure } from '../../../../src/adapters/sqlite/engine/group-commit.js';
+import { walSync, type DeferredSync } from '../../../../src/adapters/sqlite/engine/wal-sync.js';
+import { until } from '../../../fixtures/sockets.js';
 
 function db() {
   const sqlite = new Database(':memory:');

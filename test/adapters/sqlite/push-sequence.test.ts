@@ -3,10 +3,10 @@
 // one device's pushId N settles exactly that device's first N pushes, whatever other devices'
 // events were written in between.
 import t, { type Test } from 'tap';
-import { openDatabase } from '../../../src/store/db.js';
-import { IdentityStore, type UserRecord } from '../../../src/store/identity.js';
-import { IncidentStore } from '../../../src/store/incidents.js';
-import { PushStore } from '../../../src/store/pushes.js';
+import { openDatabase } from '../../../src/adapters/sqlite/db.js';
+import { IdentityStore, type UserRecord } from '../../../src/adapters/sqlite/identity.js';
+import { IncidentStore } from '../../../src/adapters/sqlite/incidents.js';
+import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 

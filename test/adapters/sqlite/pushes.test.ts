@@ -4,8 +4,8 @@
 import t, { type Test } from 'tap';
 import type Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { openDatabase } from '../../../src/store/db.js';
-import { PushStore } from '../../../src/store/pushes.js';
+import { openDatabase } from '../../../src/adapters/sqlite/db.js';
+import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
 
 /**
  * An event as the incident unit of work writes it (incidents.ts): the device's next pushId,

@@ -8,11 +8,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
-import { openDatabase } from '../../../src/store/db.js';
+import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { migrationsPath } from '../../../src/paths.js';
-import { PushStore } from '../../../src/store/pushes.js';
-import { IncidentStore } from '../../../src/store/incidents.js';
-import { IdentityStore } from '../../../src/store/identity.js';
+import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
+import { IncidentStore } from '../../../src/adapters/sqlite/incidents.js';
+import { IdentityStore } from '../../../src/adapters/sqlite/identity.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];

@@ -51,7 +51,7 @@
 // (fdatasync about 0.25 ms) +3 %. Committing the next group at once instead was −6 % here
 // (groups half as large); holding it for the whole fdatasync lost the slow disk's gain.
 import type Database from 'better-sqlite3';
-import { isStorageError } from './errors.js';
+import { isStorageError } from '../errors.js';
 import type { DeferredSync } from './wal-sync.js';
 
 interface Pending {

@@ -5,7 +5,7 @@
 // transaction; a group with a failing operation is rolled back and each operation re-run
 // alone, so each stays atomic on its own.
 import type Database from 'better-sqlite3';
-import { callsignKey, normaliseCallsigns } from '../domain/callsign.js';
+import { callsignKey, normaliseCallsigns } from '../../domain/callsign.js';
 import {
   planCreate,
   planDelete,
@@ -20,11 +20,11 @@ import {
   type Refusal,
   type StatusReport,
   type UpdateBody,
-} from '../domain/incident.js';
+} from '../../domain/incident.js';
 import type { Db } from './db.js';
-import { utc } from '../clock.js';
+import { utc } from '../../clock.js';
 import type { UserRecord } from './identity.js';
-import { observed, type TransactionObserver } from './group-commit.js';
+import { observed, type TransactionObserver } from './engine/group-commit.js';
 
 export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
 export type IncidentRefusal =

@@ -8,9 +8,9 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDatabase } from '../../../src/store/db.js';
-import { IdentityStore, type UserRecord } from '../../../src/store/identity.js';
-import { IncidentStore, type Outcome } from '../../../src/store/incidents.js';
+import { openDatabase } from '../../../src/adapters/sqlite/db.js';
+import { IdentityStore, type UserRecord } from '../../../src/adapters/sqlite/identity.js';
+import { IncidentStore, type Outcome } from '../../../src/adapters/sqlite/incidents.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 

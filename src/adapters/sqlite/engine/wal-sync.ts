@@ -17,7 +17,7 @@
 // the device hub and the event list read only up to the group commit's horizon.
 import { closeSync, fdatasync, openSync } from 'node:fs';
 import type Database from 'better-sqlite3';
-import type { Synchronous } from './db.js';
+import type { Synchronous } from '../db.js';
 
 export interface DeferredSync {
   /** `fn` in an IMMEDIATE transaction whose COMMIT writes the WAL but does not wait for the disk */

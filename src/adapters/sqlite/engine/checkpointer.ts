@@ -54,7 +54,7 @@
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import type Database from 'better-sqlite3';
-import type { Synchronous } from './db.js';
+import type { Synchronous } from '../db.js';
 
 /** SQLite's own `wal_autocheckpoint`, restored when the thread stops or fails */
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;

@@ -8,8 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Checkpointer, CheckpointCadence, CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS } from '../../../src/store/checkpointer.js';
-import { GroupCommitter } from '../../../src/store/group-commit.js';
+import { Checkpointer, CheckpointCadence, CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS } from '../../../../src/adapters/sqlite/engine/checkpointer.js';
+import { GroupCommitter } from '../../../../src/adapters/sqlite/engine/group-commit.js';
 
 function fileDb(t: Test) {
   const dir = mkdtempSync(join(tmpdir(), 'cad-ckpt-'));
