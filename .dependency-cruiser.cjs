@@ -1,4 +1,5 @@
-// Layer rules (DESIGN section 1), checked in CI by `npm run lint:layers`.
+// Layer rules (DESIGN section 1), checked in CI by `npm run lint:layers`:
+// http -> services -> domain + ports <- adapters; main.ts alone picks and builds the adapters.
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -10,18 +11,53 @@ module.exports = {
       to: { pathNot: '^src/domain/' },
     },
     {
+      name: 'ports-are-interfaces',
+      comment: 'src/ports names what services need, in domain terms: it imports the domain and other ports only.',
+      severity: 'error',
+      from: { path: '^src/ports/' },
+      to: { pathNot: '^src/(ports|domain)/' },
+    },
+    {
+      name: 'services-see-domain-and-ports',
+      comment: 'Use cases import the domain, the ports and each other (and Node built-ins, e.g. crypto); never HTTP, adapters or libraries.',
+      severity: 'error',
+      from: { path: '^src/services/' },
+      to: { pathNot: '^src/(services|domain|ports)/', dependencyTypesNot: ['core'] },
+    },
+    {
+      name: 'adapters-only-from-main',
+      comment: 'Nothing outside src/adapters imports an adapter but src/main.ts, which picks one.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(main\\.ts$|adapters/)' },
+      to: { path: '^src/adapters/' },
+    },
+    {
+      name: 'adapters-keep-to-themselves',
+      comment: 'An adapter does not import another adapter.',
+      severity: 'error',
+      from: { path: '^src/adapters/([^/]+)/' },
+      to: { path: '^src/adapters/', pathNot: '^src/adapters/$1/' },
+    },
+    {
+      name: 'adapters-implement-ports',
+      comment: 'Adapters import ports, the domain and themselves, never services, HTTP or the push hub.',
+      severity: 'error',
+      from: { path: '^src/adapters/' },
+      to: { path: '^src/(services|http|push)/' },
+    },
+    {
       name: 'drivers-only-in-adapters',
       comment: 'Only src/adapters talks to the database drivers.',
       severity: 'error',
       from: { pathNot: '^src/adapters/' },
       to: { path: 'node_modules/(better-sqlite3|drizzle-orm|pg)/' },
-      },
+    },
     {
-      name: 'handlers-do-not-reach-into-drivers',
-      comment: 'HTTP handlers go through the store, never around it.',
+      name: 'push-over-ports',
+      comment: 'The socket hubs work over the ports (outbox, presence, clock), never an adapter or a service.',
       severity: 'error',
-      from: { path: '^src/http/' },
-      to: { path: '^src/adapters/sqlite/(schema|db)\\.ts$', dependencyTypesNot: ['type-only'] },
+      from: { path: '^src/push/' },
+      to: { path: '^src/(services|http|adapters)/' },
     },
     {
       name: 'no-circular',

@@ -22,7 +22,7 @@ import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { formatResponder, responderBench } from './bench/responder.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
-import { IncidentStore } from '../src/adapters/sqlite/incidents.js';
+import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);

@@ -1,7 +1,7 @@
 // buildApp wires the service together without listening, so tests drive it with inject().
 // Routes come from openapi.yaml through fastify-openapi-glue; each operation gets its
 // authentication hook (onRequest, before the body is read) and its thin handler.
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import { problems } from './http/problem.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,20 +11,20 @@ import formbody from '@fastify/formbody';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import openapiGlue from 'fastify-openapi-glue';
-import { Access } from './auth/access.js';
-import { Authenticator, SESSION_IDLE_MS } from './auth/authenticator.js';
-import { bootstrapAdministrator } from './auth/bootstrap.js';
-import { LoginThrottle } from './auth/throttle.js';
-import { systemClock, type Clock } from './clock.js';
+import { Access } from './services/access.js';
+import { Authenticator, SESSION_IDLE_MS } from './services/authenticator.js';
+import { bootstrapAdministrator } from './services/bootstrap.js';
+import { LoginThrottle } from './services/throttle.js';
+import { DeviceService } from './services/devices.js';
+import { IncidentService } from './services/incidents.js';
+import { PermissionService } from './services/permissions.js';
+import { SessionService } from './services/sessions.js';
+import { UserService } from './services/users.js';
+import { systemClock, type Clock } from './ports/clock.js';
+import type { Bus } from './ports/bus.js';
+import type { Presence } from './ports/presence.js';
+import type { Storage } from './ports/storage.js';
 import type { Config } from './config.js';
-import type { Db } from './adapters/sqlite/db.js';
-import { IdentityStore } from './adapters/sqlite/identity.js';
-import { IncidentStore } from './adapters/sqlite/incidents.js';
-import { GroupCommitter } from './adapters/sqlite/engine/group-commit.js';
-import { CheckpointCadence, type Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
-import { PushStore } from './adapters/sqlite/pushes.js';
-import { walSync, type DeferredSync } from './adapters/sqlite/engine/wal-sync.js';
-import { storageProbe } from './adapters/sqlite/health.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { guardedServer, limitConnections, limitUnsent, refusalLog } from './http/connections.js';
@@ -41,25 +41,16 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
 export interface AppDeps {
   config: Config;
-  db: Db;
+  /** the storage adapter main.ts picked, built once the app's log exists (ports/storage.ts) */
+  storage: (log: FastifyBaseLogger, presence: Presence) => Storage;
+  /** the bus and presence of several nodes; by default those of one (adapters/memory) */
+  bus: Bus;
+  presence: Presence;
   clock?: Clock;
   logger?: FastifyServerOptions['logger'];
   hubOptions?: Partial<HubOptions>;
   throttle?: LoginThrottle;
-  /** how group commits reach the disk; by default an fdatasync of the WAL off the event loop (wal-sync.ts) */
-  durability?: DeferredSync | null;
-  /** after a failed fsync, once it is logged (main.ts exits: recovery reads what the disk has) */
-  onStorageFailure?: () => void;
-  /** an fsync pending for longer than this fails the health check (default 10 s) */
-  syncStallMs?: number;
-  /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
-  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every' | 'whenSyncFails'>>) | null;
-  /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
-  walRestartHoldMs?: number;
 }
-
-/** the longest a write group waits for the checkpoint pass that lets the WAL start over */
-export const WAL_RESTART_HOLD_MAX_MS = 5;
 
 /** pino options: request ids, and no credential ever written to the log */
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
@@ -133,7 +124,7 @@ const TOKEN_PAGE_HEADERS = {
 const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
-  const { config, db } = deps;
+  const { config, bus, presence } = deps;
   const clock = deps.clock ?? systemClock;
   // one log line every 10 s at most, however many clients are cut off (set once app.log exists)
   let cutOffLog = (_address: string): void => {};
@@ -169,39 +160,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     refusalLog((refused, address) => app.log.warn({ refused, lastAddress: address }, 'connections refused: over the connection cap')),
   );
   app.setValidatorCompiler(validatorCompiler());
-  installErrorHandling(app);
+  const storage = deps.storage(app.log, presence);
+  installErrorHandling(app, (err) => storage.isUnavailable(err));
 
-  const identity = new IdentityStore(db);
-  const durability = deps.durability !== undefined ? deps.durability : walSync(db.$client, config.dbSynchronous);
-  const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
-  // the checkpoint thread's interval follows the load (checkpointer.ts)
-  const every = deps.walCheckpoints?.every?.bind(deps.walCheckpoints);
-  const cadence = every ? new CheckpointCadence(every, config.dbCheckpointIntervalMs) : null;
-  const writes = new GroupCommitter(db.$client, {
-    ...(cadence ? { onGroup: (size: number) => cadence.group(size) } : {}),
-    durability,
-    mark: () => lastEvent.get() as number,
-    // an incident write's events are its result's; their ids only grow
-    markOf: (r) => (r as { ok: boolean; events?: { id: number }[] }).events?.at(-1)?.id ?? 0,
-    onFailure: (err) => {
-      // from now on nothing copies the WAL into the database file (Checkpointer.halt says why)
-      deps.walCheckpoints?.halt();
-      try {
-        db.$client.pragma('wal_autocheckpoint = 0');
-      } catch (e) {
-        app.log.error({ err: e }, 'could not turn the automatic checkpoint off');
-      }
-      app.log.fatal({ err }, 'the database could not be synced: what is on disk is unknown; every write request is refused until a restart');
-      deps.onStorageFailure?.();
-    },
-    // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (group-commit.ts)
-    onStorage: (err) => {
-      if (err) app.log.error({ err }, 'storage unavailable: writes are refused (503) until one can be stored again; reads go on');
-      else app.log.warn('storage available again: writes are stored');
-    },
-    probe: storageProbe(db.$client),
-    ...(deps.syncStallMs !== undefined ? { stallMs: deps.syncStallMs } : {}),
-  });
+  const identity = storage.identity;
   // After a failed fsync no request may write anything (users, tokens, sessions too): SQLite's
   // next fsync may report success for pages the kernel could not write. The device hub's own
   // writes (sent, acknowledged, online) go on: losing them only repeats a push.
@@ -209,21 +171,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // The first hook of every request, and a callback: an async hook costs a promise per request.
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
-    done(writes.failure && req.method !== 'GET' && req.method !== 'HEAD' ? writes.failure : undefined);
+    done(req.method !== 'GET' && req.method !== 'HEAD' ? (storage.writeRefusal() ?? undefined) : undefined);
   });
-  app.addHook('onClose', async () => writes.close());
-  // the WAL starts over at the next group's COMMIT if no group commits during the pass (checkpointer.ts)
-  const checkpoints = deps.walCheckpoints;
-  const holdMs = deps.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
-  checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
-  // a failed fsync of the checkpoint thread is a failed sync like the WAL's (checkpointer.ts)
-  checkpoints?.whenSyncFails?.((err) => writes.syncFailed(err));
+  app.addHook('onClose', async () => storage.close());
   // Sockets check their credentials again when access may have been withdrawn: a user, token,
   // session or link changed (identity.generation), or a device was added, changed or deleted
   // (reach_generation's token, migration 0012). One query each, however many sockets.
   const access = new Access(identity);
   const hub = new DeviceHub(
-    new PushStore(db, () => writes.horizon()),
+    storage.outbox,
+    presence,
     clock,
     app.log,
     {
@@ -240,20 +197,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       enabled: (deviceIds) => identity.enabledAmong(deviceIds),
     },
   );
-  const auth = new Authenticator(identity, clock, config.tokenDefaultDays);
+  bus.subscribe('written', (events) => hub.written(events));
+  bus.subscribe('deviceGone', (deviceId) => hub.deviceGone(deviceId));
+  const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
   const spec = loadSpec();
-  const incidents = new IncidentStore(db, hub, () => writes.horizon());
-  writes.observe(incidents.transactions);
   const ctx: Context = {
     config,
-    clock,
-    db,
-    identity,
-    access,
     auth,
-    incidents,
-    writes,
-    push: hub,
+    incidents: new IncidentService(storage.incidents, bus, access, clock),
+    users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
+    devices: new DeviceService(identity, access, auth, bus, clock),
+    permissions: new PermissionService(identity, storage.incidents, access),
+    sessions: new SessionService(identity, access, auth, clock),
+    presence,
+    storage,
     log: app.log,
     version: spec.info.version,
   };
@@ -324,7 +281,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
   app.addHook('preClose', async () => {
     clearInterval(sessionSweep);
-    app.log.info({ groupCommit: ctx.writes.stats }, 'write groups committed');
+    app.log.info(storage.stats(), 'write groups committed');
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);
   return app;

@@ -1,5 +1,6 @@
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
-import type { Synchronous } from './adapters/sqlite/db.js';
+/** SQLite's synchronous setting for the embedded adapter (docs/storage.md) */
+export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface Config {
   port: number;

@@ -4,6 +4,9 @@ import { buildApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { openDatabase } from './adapters/sqlite/db.js';
 import { Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
+import { sqliteStorage } from './adapters/sqlite/storage.js';
+import { MemoryBus } from './adapters/memory/bus.js';
+import { MemoryPresence } from './adapters/memory/presence.js';
 
 async function main(): Promise<void> {
   let config;
@@ -41,15 +44,19 @@ async function main(): Promise<void> {
           },
           onPassesResumed: () => app?.log.warn('checkpoints succeed again'),
         });
-  app = await buildApp({
-    config,
+  const storage = sqliteStorage({
     db,
+    synchronous: config.dbSynchronous,
+    checkpointIntervalMs: config.dbCheckpointIntervalMs,
     walCheckpoints: checkpointer,
     onStorageFailure: () => {
       storageFailed = true;
       setTimeout(() => process.exit(1), 200);
     },
   });
+  // one node: the bus and presence live in this process
+  const bus = new MemoryBus((err, topic) => app?.log.error({ err, topic }, 'a bus listener failed'));
+  app = await buildApp({ config, storage, bus, presence: new MemoryPresence() });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

@@ -1,7 +1,7 @@
 // Seeds a fresh database for the benchmark straight through the store's tables (fast):
 // N devices whose callsigns are shared by 1-3 devices, and an integration user reaching all.
 import { callsignKey } from '../../src/domain/callsign.js';
-import { hashPassword } from '../../src/auth/secrets.js';
+import { hashPassword } from '../../src/services/secrets.js';
 import { openDatabase, type Db } from '../../src/adapters/sqlite/db.js';
 import type { UserRecord } from '../../src/adapters/sqlite/identity.js';
 

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { benchCaller, seed, threeCallsigns } from './seed.js';
 import { openDatabase } from '../../src/adapters/sqlite/db.js';
-import { IncidentStore } from '../../src/adapters/sqlite/incidents.js';
+import { IncidentStore } from '../../test/fixtures/incident-store.js';
 import { Checkpointer } from '../../src/adapters/sqlite/engine/checkpointer.js';
 import { walSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
 import { observed } from '../../src/adapters/sqlite/engine/group-commit.js';

@@ -101,6 +101,38 @@ export interface Plan<T> {
 
 export type Refusal = { code: 'INVALID_CALLSIGN'; error: CallsignError } | { code: 'INCIDENT_CLOSED'; beingClosed: boolean };
 
+/** every refusal of an incident operation, in the error order 400 → 404 → 403 → 409 */
+export type IncidentRefusal =
+  | Refusal
+  | { code: 'NOT_FOUND' }
+  | { code: 'FORBIDDEN'; reason: 'readonly' | 'no-permission' }
+  | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null };
+
+/** who asks, as far as the incident rules care */
+export interface Caller {
+  id: number;
+  administrator: boolean;
+  readonly: boolean;
+}
+
+/** which incident an operation names: by id, or by the CAD's originId */
+export type Locator = { id: number } | { originId: string };
+
+/** what a unit of work read, as a decision sees it (ports/incidents.ts) */
+export interface CurrentIncident {
+  incident: Incident;
+  assignments: readonly Assignment[];
+  /** the caller has permission on it */
+  reachable: boolean;
+}
+
+/** what to write: a new incident, a replaced one, or a deletion; or why nothing is written */
+export type Decision =
+  | { ok: true; write: 'insert'; plan: Plan<IncidentDraft> }
+  | { ok: true; write: 'update'; plan: Plan<Incident> }
+  | { ok: true; write: 'delete'; plan: Plan<Incident> }
+  | { ok: false; refusal: IncidentRefusal };
+
 export type Outcome<T> = { ok: true; plan: Plan<T> } | { ok: false; refusal: Refusal };
 
 type Statuses = Map<string, DeviceStatus | 'OK'>;
@@ -285,4 +317,45 @@ export function planDelete(stored: Incident, storedAssignments: readonly Assignm
     events,
   );
   return { incident: stored, assignments: [], events, report: buildReport(statuses) };
+}
+
+// The decisions of the three incident operations, taken inside the unit of work on what it read
+// (ports/incidents.ts): the rules of who may act, in the error order, then the plan.
+
+/** POST /incidents: readonly callers create nothing; an originId in use is a 409 (its id only for a caller who may see it) */
+export function decideCreate(caller: Caller, body: CreateBody, now: string): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
+  return (current, ctx) => {
+    if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
+    if (current) return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: current.reachable ? current.incident.id : null } };
+    const outcome = planCreate(body, now, ctx);
+    return outcome.ok ? { ok: true, write: 'insert', plan: outcome.plan } : outcome;
+  };
+}
+
+/** the refusal of a change to an incident that exists, before any plan: 403 */
+function mayChange(caller: Caller, current: CurrentIncident): IncidentRefusal | null {
+  if (!current.reachable) return { code: 'FORBIDDEN', reason: 'no-permission' };
+  if (caller.readonly) return { code: 'FORBIDDEN', reason: 'readonly' };
+  return null;
+}
+
+/** PUT /incidents/update and PUT /incidents/{id}: a full replacement */
+export function decideUpdate(caller: Caller, body: UpdateBody, now: string): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
+  return (current, ctx) => {
+    if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+    const refusal = mayChange(caller, current);
+    if (refusal) return { ok: false, refusal };
+    const outcome = planUpdate(current.incident, current.assignments, body, now, ctx);
+    return outcome.ok ? { ok: true, write: 'update', plan: outcome.plan } : outcome;
+  };
+}
+
+/** DELETE /incidents/{id} */
+export function decideDelete(caller: Caller): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
+  return (current, ctx) => {
+    if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
+    const refusal = mayChange(caller, current);
+    if (refusal) return { ok: false, refusal };
+    return { ok: true, write: 'delete', plan: planDelete(current.incident, current.assignments, ctx) };
+  };
 }

@@ -5,9 +5,9 @@
 import { maxHeaderSize, STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { escapePointer, Problem, problems, type FieldError } from './problem.js';
-import { isStorageError } from '../adapters/sqlite/errors.js';
-import { HashQueueFull } from '../auth/secrets.js';
+import { escapePointer, Problem, problemOf, problems, type FieldError } from './problem.js';
+import { Refused } from '../domain/refusal.js';
+import { HashQueueFull } from '../services/secrets.js';
 
 /** a 400 lists at most this many failing fields (its detail says when there were more) */
 export const MAX_LISTED_ERRORS = 20;
@@ -75,9 +75,10 @@ export const unsupportedMediaType = (accepted?: readonly string[]) =>
   );
 
 /** fastify's own errors (validation, body parsing) as problems; null for anything else */
-function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }): Problem | null {
+function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validationContext?: string }, isUnavailable: (err: unknown) => boolean): Problem | null {
   if (err instanceof Problem) return err;
-  if (isStorageError(err)) return problems.storageUnavailable(); // a full disk: nothing was written (adapters/sqlite/errors.ts)
+  if (err instanceof Refused) return problemOf(err);
+  if (isUnavailable(err)) return problems.storageUnavailable(); // a full disk: nothing was written (ports/storage.ts)
   if (err instanceof HashQueueFull) return problems.busy(err.retryAfterS); // too many password hashes waiting (auth/secrets.ts)
   if (err.validation) {
     const { listed, more } = fieldErrors(err.validationContext, err.validation);
@@ -100,9 +101,10 @@ export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply
   return reply.code(problem.status).type('application/problem+json').send(problem.body());
 }
 
-export function installErrorHandling(app: FastifyInstance): void {
+/** `isUnavailable`: an error of the storage itself (ports/storage.ts), answered 503 */
+export function installErrorHandling(app: FastifyInstance, isUnavailable: (err: unknown) => boolean): void {
   app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
-    const problem = toProblem(err);
+    const problem = toProblem(err, isUnavailable);
     if (problem) {
       if (problem.status >= 500) req.log.error({ err }, 'request failed');
       else req.log.info({ status: problem.status, kind: problem.kind, detail: problem.detail }, 'request refused');

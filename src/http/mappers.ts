@@ -1,6 +1,6 @@
 // Records -> API shapes. Whitelists: a column added to a table never leaks by accident, and
 // the password hash has no path out.
-import type { DeviceRecord, UserRecord } from '../adapters/sqlite/identity.js';
+import type { DeviceRecord, UserRecord } from '../ports/identity.js';
 import type { Schemas } from './types.js';
 
 function json(text: string): Record<string, unknown> {

@@ -1,5 +1,7 @@
-// One shape for every refusal: RFC 9457 problem+json. Handlers throw a Problem; the central
-// error handler (errors.ts) writes it. `type` is a URN naming the kind of refusal.
+// One shape for every refusal: RFC 9457 problem+json. Services throw a Refused (domain/refusal.ts),
+// the HTTP layer a Problem; the central error handler (errors.ts) writes both, a Refused through
+// the one table below. `type` is a URN naming the kind of refusal.
+import { Refused, type RefusalCode } from '../domain/refusal.js';
 export interface FieldError {
   path: string;
   message: string;
@@ -48,15 +50,31 @@ export class Problem extends Error {
 
 export const WWW_AUTHENTICATE = 'Basic realm="api", Bearer';
 
+/** every refusal code of the services: its status, problem type and title (the one table) */
+export const REFUSALS: Record<RefusalCode, { status: number; kind: string; title: string; headers?: Record<string, string> }> = {
+  INVALID: { status: 400, kind: 'invalid-request', title: 'Bad Request' },
+  UNAUTHORIZED: { status: 401, kind: 'unauthorized', title: 'Unauthorized', headers: { 'www-authenticate': WWW_AUTHENTICATE } },
+  FORBIDDEN: { status: 403, kind: 'forbidden', title: 'Forbidden' },
+  READONLY: { status: 403, kind: 'readonly-user', title: 'Forbidden' },
+  NOT_FOUND: { status: 404, kind: 'not-found', title: 'Not Found' },
+  ORIGIN_ID_TAKEN: { status: 409, kind: 'origin-id-taken', title: 'Conflict' },
+  INCIDENT_CLOSED: { status: 409, kind: 'incident-closed', title: 'Conflict' },
+  EMAIL_TAKEN: { status: 409, kind: 'email-taken', title: 'Conflict' },
+  UNIQUE_ID_TAKEN: { status: 409, kind: 'unique-id-taken', title: 'Conflict' },
+  LAST_ADMINISTRATOR: { status: 409, kind: 'last-administrator', title: 'Conflict' },
+};
+
+export function problemOf(r: Refused): Problem {
+  const row = REFUSALS[r.code];
+  return new Problem(row.status, row.kind, row.title, r.detail, r.extra, row.headers);
+}
+
+/** the HTTP layer's own refusals: of the request as sent, before any service runs */
 export const problems = {
-  badRequest: (detail: string, errors?: FieldError[]) =>
-    new Problem(400, 'invalid-request', 'Bad Request', detail, errors ? { errors } : {}),
+  badRequest: (detail: string, errors?: FieldError[]) => problemOf(new Refused('INVALID', detail, errors ? { errors } : {})),
   unauthorized: (detail = 'Valid credentials are required: Bearer token, Basic credentials or a session cookie.') =>
-    new Problem(401, 'unauthorized', 'Unauthorized', detail, {}, { 'www-authenticate': WWW_AUTHENTICATE }),
-  forbidden: (detail: string) => new Problem(403, 'forbidden', 'Forbidden', detail),
-  readonly: () => new Problem(403, 'readonly-user', 'Forbidden', 'This user is readonly: it cannot create, change or delete anything.'),
-  notFound: (detail: string) => new Problem(404, 'not-found', 'Not Found', detail),
-  conflict: (kind: string, detail: string, extra: { incidentId?: number } = {}) => new Problem(409, kind, 'Conflict', detail, extra),
+    problemOf(new Refused('UNAUTHORIZED', detail)),
+  notFound: (detail: string) => problemOf(new Refused('NOT_FOUND', detail)),
   tooManyRequests: (retryAfterS: number) =>
     new Problem(429, 'too-many-requests', 'Too Many Requests', `Too many failed logins; retry in ${retryAfterS} s.`, {}, {
       'retry-after': String(retryAfterS),

@@ -8,11 +8,11 @@
 // answers 401). Throttled Basic credentials are 429 everywhere, and 503 when the queue of
 // password checks is full.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Authenticator, Principal } from '../auth/authenticator.js';
+import type { Authenticator, Principal } from '../services/authenticator.js';
 import { Problem, problems } from './problem.js';
-import type { LoginThrottle } from '../auth/throttle.js';
-import { HashQueueFull } from '../auth/secrets.js';
-import type { UserRecord } from '../adapters/sqlite/identity.js';
+import type { LoginThrottle } from '../services/throttle.js';
+import { HashQueueFull } from '../services/secrets.js';
+import type { UserRecord } from '../ports/identity.js';
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -5,10 +5,10 @@
 // check it again and close the socket when it no longer stands (push/device-hub.ts).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
-import { SESSION_IDLE_MS, type Authenticator, type Principal } from '../auth/authenticator.js';
-import { sha256 } from '../auth/secrets.js';
+import { SESSION_IDLE_MS, type Authenticator, type Principal } from '../services/authenticator.js';
+import { sha256 } from '../services/secrets.js';
 import type { DeviceCredential, DeviceHub, UserCredential } from '../push/device-hub.js';
-import type { IdentityStore } from '../adapters/sqlite/identity.js';
+import type { IdentityPort } from '../ports/identity.js';
 import { problems } from './problem.js';
 import { SESSION_COOKIE, type AuthHook } from './security.js';
 
@@ -38,7 +38,7 @@ function earliest(...instants: (string | number | null | undefined)[]): number {
   return at;
 }
 
-type Deps = { auth: Authenticator; identity: IdentityStore; hub: DeviceHub; userHook: AuthHook };
+type Deps = { auth: Authenticator; identity: IdentityPort; hub: DeviceHub; userHook: AuthHook };
 
 /** A live device token of `deviceId` (the hub asks whether the device is enabled). */
 function deviceCredential(deps: Deps, token: string, deviceId: number): DeviceCredential {

@@ -11,7 +11,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { fullFormats } from 'ajv-formats/dist/formats.js';
-import { instant } from '../clock.js';
+import { instant } from '../domain/time.js';
 import type { FastifyRequest, FastifySchemaCompiler } from 'fastify';
 import { escapePointer, problems, type FieldError } from './problem.js';
 

@@ -22,10 +22,11 @@
 //    the number of its sockets.
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
-import type { Clock } from '../clock.js';
-import type { EventView } from '../adapters/sqlite/incidents.js';
-import type { UserRecord } from '../adapters/sqlite/identity.js';
-import type { PushRow, PushStore } from '../adapters/sqlite/pushes.js';
+import type { Clock } from '../ports/clock.js';
+import type { EventView } from '../ports/incidents.js';
+import type { UserRecord } from '../ports/identity.js';
+import type { OutboxPort, PushRow } from '../ports/outbox.js';
+import type { Presence } from '../ports/presence.js';
 import type { PushHub } from './hub.js';
 
 export interface HubOptions {
@@ -144,7 +145,6 @@ interface UserGroup {
 type Checked<T> = T | null | 'failed';
 
 export class DeviceHub implements PushHub {
-  readonly online = new Set<number>();
   private readonly conns = new Map<number, DeviceConn>();
   private readonly users = new Map<number, UserGroup>();
   private readonly timers: NodeJS.Timeout[] = [];
@@ -158,7 +158,9 @@ export class DeviceHub implements PushHub {
   private closed = false;
 
   constructor(
-    private readonly store: PushStore,
+    private readonly store: OutboxPort,
+    /** which devices are online: written here, read by the incident store and the devices API */
+    private readonly presenceOf: Presence,
     private readonly clock: Clock,
     private readonly log: FastifyBaseLogger,
     private readonly opts: HubOptions,
@@ -250,7 +252,7 @@ export class DeviceHub implements PushHub {
     }
     const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, acked: 0, presenceAt: Date.now(), flushScheduled: false });
     this.conns.set(deviceId, conn);
-    this.online.add(deviceId);
+    this.presenceOf.set(deviceId, true);
     this.presence(deviceId, 'online', this.now());
     this.log.info({ deviceId }, 'device connected');
     ws.on('pong', () => {
@@ -269,7 +271,7 @@ export class DeviceHub implements PushHub {
   private detach(conn: DeviceConn, why: string): void {
     if (this.conns.get(conn.deviceId) !== conn) return;
     this.conns.delete(conn.deviceId);
-    this.online.delete(conn.deviceId);
+    this.presenceOf.set(conn.deviceId, false);
     this.presence(conn.deviceId, 'offline', null);
     this.log.info({ deviceId: conn.deviceId, why }, 'device disconnected');
   }

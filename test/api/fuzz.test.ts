@@ -24,7 +24,7 @@ import { bearer, FakeClock, makeApp } from '../fixtures/app.js';
 import { ContractError, spec } from '../fixtures/contract.js';
 import { DATE_TIME_EDGES, deref, invalid, resolve, valid, type Hints, type Schema } from '../fixtures/arbitraries.js';
 import { copies, seedWorld, type FuzzWorld } from '../fixtures/fuzz-world.js';
-import { LoginThrottle } from '../../src/auth/throttle.js';
+import { LoginThrottle } from '../../src/services/throttle.js';
 import { addServiceFormats } from '../../src/http/validation.js';
 import type { Db } from '../../src/adapters/sqlite/db.js';
 import { callsignKey } from '../../src/domain/callsign.js';

@@ -8,8 +8,8 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { ADMIN, adminAuth, basic, bearer, createUser, FakeClock, json, makeApp } from '../fixtures/app.js';
 import { incidentBody } from '../fixtures/incidents.js';
-import { LoginThrottle } from '../../src/auth/throttle.js';
-import { setPasswordCheckLimits } from '../../src/auth/secrets.js';
+import { LoginThrottle } from '../../src/services/throttle.js';
+import { setPasswordCheckLimits } from '../../src/services/secrets.js';
 
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };

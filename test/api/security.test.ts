@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { ADMIN, adminAuth, basic, bearer, createDevice, createUser, FakeClock, grant, json, makeApp, mintToken } from '../fixtures/app.js';
 import { events, incidentBody, send, world } from '../fixtures/incidents.js';
-import { LoginThrottle } from '../../src/auth/throttle.js';
+import { LoginThrottle } from '../../src/services/throttle.js';
 
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
 const CHALLENGE = 'Basic realm="api", Bearer';

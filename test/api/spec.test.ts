@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import { makeApp } from '../fixtures/app.js';
 import { spec } from '../fixtures/contract.js';
 import { buildHandlers } from '../../src/http/handlers/index.js';
-import { LoginThrottle } from '../../src/auth/throttle.js';
+import { LoginThrottle } from '../../src/services/throttle.js';
 import { specPath } from '../../src/paths.js';
 
 const operationIds = Object.values(spec.paths as Record<string, Record<string, { operationId?: string }>>)

@@ -3,7 +3,7 @@
 import t, { type Test } from 'tap';
 import { makeApp } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
-import { WAL_RESTART_HOLD_MAX_MS } from '../../src/app.js';
+import { WAL_RESTART_HOLD_MAX_MS } from '../../src/adapters/sqlite/storage.js';
 import type { Config } from '../../src/config.js';
 import { CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS, type CheckpointResult } from '../../src/adapters/sqlite/engine/checkpointer.js';
 

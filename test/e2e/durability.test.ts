@@ -3,7 +3,7 @@
 // is sent its push. A real listening server and real WebSocket clients; the fsync is held by
 // the test.
 import t, { type Test } from 'tap';
-import type { AppDeps } from '../../src/app.js';
+import type { TestAppOptions } from '../fixtures/app.js';
 import type { Db } from '../../src/adapters/sqlite/db.js';
 import type { DeferredSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
 import { adminAuth, json, mintToken } from '../fixtures/app.js';
@@ -22,7 +22,7 @@ function heldDisk() {
   return { durability, calls, attach: (d: Db) => (db = d) };
 }
 
-async function setUp(t: Test, deps: Pick<AppDeps, 'onStorageFailure' | 'syncStallMs' | 'walCheckpoints'> = {}) {
+async function setUp(t: Test, deps: Pick<TestAppOptions, 'onStorageFailure' | 'syncStallMs' | 'walCheckpoints'> = {}) {
   const disk = heldDisk();
   const s = await listen(t, {}, {}, { durability: disk.durability, ...deps });
   disk.attach(s.db);

@@ -9,7 +9,8 @@ import { migrationsPath } from '../../paths.js';
 import * as schema from './schema.js';
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
-export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+import type { Synchronous } from '../../config.js';
+export type { Synchronous };
 
 export interface OpenOptions {
   path: string; // ':memory:' for tests

@@ -7,26 +7,40 @@
 import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from 'drizzle-orm';
 import type { Db } from './db.js';
 import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
+import {
+  UniqueViolation,
+  type DeviceChanges,
+  type DeviceRecord,
+  type IdentityPort,
+  type NewDevice,
+  type NewToken,
+  type NewUser,
+  type SessionRecord,
+  type TokenRecord,
+  type UserChanges,
+  type UserRecord,
+} from '../../ports/identity.js';
 
-export type UserRecord = typeof users.$inferSelect;
-export type NewUser = typeof users.$inferInsert;
-export type DeviceRecord = typeof devices.$inferSelect;
-export type NewDevice = typeof devices.$inferInsert;
-export type TokenRecord = typeof tokens.$inferSelect;
-export type SessionRecord = typeof sessions.$inferSelect;
+export type { DeviceRecord, SessionRecord, TokenRecord, UserRecord };
+export { UniqueViolation };
 
-export class UniqueViolation extends Error {
-  constructor(readonly column: string) {
-    super(`unique constraint on ${column}`);
-  }
-}
+// The port's records are the tables' rows, column for column: a column added to one and not the
+// other fails to compile here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const rowsMatch: [
+  Same<UserRecord, typeof users.$inferSelect>,
+  Same<DeviceRecord, typeof devices.$inferSelect>,
+  Same<TokenRecord, typeof tokens.$inferSelect>,
+  Same<SessionRecord, typeof sessions.$inferSelect>,
+] = [true, true, true, true];
+void rowsMatch;
 
 function rethrowUnique(err: unknown, column: string): never {
   if (err instanceof Error && 'code' in err && err.code === 'SQLITE_CONSTRAINT_UNIQUE') throw new UniqueViolation(column);
   throw err;
 }
 
-export class IdentityStore {
+export class IdentityStore implements IdentityPort {
   /**
    * Bumped by every change to a user, token, session or link that could withdraw access
    * (user updates and deletions, revocations, ended sessions, removed links), so caches of
@@ -106,14 +120,14 @@ export class IdentityStore {
     const q = this.db.select().from(users);
     return (ids ? q.where(inArray(users.id, [...ids])) : q).orderBy(asc(users.id)).all();
   }
-  insertUser(values: Omit<NewUser, 'emailKey' | 'id'>): UserRecord {
+  insertUser(values: NewUser): UserRecord {
     try {
       return this.transaction(() => this.db.insert(users).values({ ...values, emailKey: values.email.trim().toLowerCase() }).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'email');
     }
   }
-  updateUser(id: number, values: Partial<Omit<NewUser, 'id' | 'emailKey'>>): UserRecord {
+  updateUser(id: number, values: UserChanges): UserRecord {
     this.generation++;
     const set = values.email === undefined ? values : { ...values, emailKey: values.email.trim().toLowerCase() };
     try {
@@ -207,14 +221,14 @@ export class IdentityStore {
       .orderBy(asc(devices.id))
       .all();
   }
-  insertDevice(values: Omit<NewDevice, 'id'>): DeviceRecord {
+  insertDevice(values: NewDevice): DeviceRecord {
     try {
       return this.transaction(() => this.db.insert(devices).values(values).returning().all()[0]!);
     } catch (err) {
       rethrowUnique(err, 'uniqueId');
     }
   }
-  updateDevice(id: number, values: Partial<Omit<NewDevice, 'id'>>): DeviceRecord {
+  updateDevice(id: number, values: DeviceChanges): DeviceRecord {
     try {
       return this.transaction(() => this.db.update(devices).set(values).where(eq(devices.id, id)).returning().all()[0]!);
     } catch (err) {
@@ -251,15 +265,7 @@ export class IdentityStore {
   }
 
   // ---- tokens
-  insertToken(values: {
-    hash: string;
-    userId?: number;
-    deviceId?: number;
-    parentId?: number | null;
-    impersonatorId?: number | null;
-    createdAt: string;
-    expiresAt: string | null;
-  }): TokenRecord {
+  insertToken(values: NewToken): TokenRecord {
     return this.transaction(() => this.db.insert(tokens).values(values).returning().all()[0]!);
   }
   tokenById(id: number): TokenRecord | undefined {

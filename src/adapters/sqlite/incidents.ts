@@ -5,34 +5,14 @@
 // transaction; a group with a failing operation is rolled back and each operation re-run
 // alone, so each stays atomic on its own.
 import type Database from 'better-sqlite3';
-import { callsignKey, normaliseCallsigns } from '../../domain/callsign.js';
-import {
-  planCreate,
-  planDelete,
-  planUpdate,
-  type Assignment,
-  type CreateBody,
-  type EventDraft,
-  type Incident,
-  type IncidentDraft,
-  type MatchContext,
-  type Plan,
-  type Refusal,
-  type StatusReport,
-  type UpdateBody,
-} from '../../domain/incident.js';
+import { callsignKey } from '../../domain/callsign.js';
+import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import type { Db } from './db.js';
-import { utc } from '../../clock.js';
-import type { UserRecord } from './identity.js';
+import { utc } from '../../domain/time.js';
+import type { Current, Decide, EventFilter, EventView, IncidentResult, ListFilter, Outcome } from '../../ports/incidents.js';
 import { observed, type TransactionObserver } from './engine/group-commit.js';
 
-export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
-export type IncidentRefusal =
-  | Refusal
-  | { code: 'NOT_FOUND' }
-  | { code: 'FORBIDDEN'; reason: 'readonly' | 'no-permission' }
-  | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null };
-export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal };
+export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
 interface IncidentRow {
   id: number;
@@ -56,40 +36,6 @@ interface StoredRow extends IncidentRow {
   assignments: string;
 }
 
-export interface ListFilter {
-  status?: 'OPEN' | 'CLOSED' | undefined;
-  originId?: string | undefined;
-  callsign?: string | undefined;
-  updatedSince?: string | undefined;
-  /** null = every incident (admin with all=true); else incidents linked to these users */
-  ownerIds: readonly number[] | null;
-  limit: number;
-  offset: number;
-}
-
-export interface EventFilter {
-  incidentId?: number | undefined;
-  deviceId?: number | undefined;
-  type?: string | undefined;
-  from?: string | undefined;
-  to?: string | undefined;
-  /** null = every device (admin); else devices linked to these users */
-  ownerIds: readonly number[] | null;
-  limit: number;
-  offset: number;
-}
-
-export interface EventView {
-  id: number;
-  type: 'incidentAssigned' | 'incidentDeassigned';
-  eventTime: string;
-  deviceId: number;
-  incidentId: number;
-  attributes: { callsign: string; incidentStatus?: 'CLOSED'; incidentDeleted?: true };
-  state: 'PENDING' | 'DELIVERED' | 'EXPIRED' | 'SUPERSEDED';
-  attempts: number;
-}
-
 const INCIDENT_COLUMNS =
   'id, origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, resources';
 
@@ -109,17 +55,6 @@ function toIncident(row: IncidentRow): Incident {
     description: row.description,
     resources: JSON.parse(row.resources) as string[],
   };
-}
-
-// Copied with Object.assign, then set: on Node 20, `{ ...body, timeOfOrigin, ... }` adding
-// properties the body lacks took about 2 µs per call, Object.assign and three stores 0.1 µs
-// (BENCHMARKS.md as of 966ad38). The same keys in the same order either way.
-function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?: string | null; timeUpdated?: string | null }>(body: T): T {
-  const out: T = Object.assign({}, body);
-  out.timeOfOrigin = utc(body.timeOfOrigin);
-  out.timeReceived = utc(body.timeReceived);
-  out.timeUpdated = utc(body.timeUpdated);
-  return out;
 }
 
 /** the incidents row's columns from type to assignments, in the order of the INSERT and UPDATEs above (origin_id follows) */
@@ -145,12 +80,6 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/** callsign errors are 400s: they come before any lookup (error order 400 → 404 → 403 → 409) */
-function invalidCallsigns(resources: readonly string[] | null | undefined): Outcome | null {
-  const r = normaliseCallsigns(resources);
-  return r.ok ? null : { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: r.error } };
-}
-
 /**
  * An incident as stored, with its assignments as on its row. Frozen, with its callsigns and
  * assignments: the same objects are kept and given to the caller (the response).
@@ -159,8 +88,6 @@ interface Stored {
   readonly incident: Incident;
   readonly assignments: readonly Assignment[];
 }
-
-type Locator = { id: number } | { originId: string };
 
 function storedState(incident: Incident, assignments: readonly Assignment[]): Stored {
   Object.freeze(incident.resources);
@@ -458,7 +385,7 @@ export class IncidentStore {
     return this.st.exists.get(id) !== undefined;
   }
 
-  private reaches(caller: UserRecord, id: number): boolean {
+  private reaches(caller: Caller, id: number): boolean {
     return caller.administrator || this.st.reaches.get(id, caller.id, caller.id) !== undefined;
   }
 
@@ -490,7 +417,7 @@ export class IncidentStore {
   }
 
   /** the incident, if the caller has permission on it */
-  get(caller: UserRecord, id: number): Incident | 'NOT_FOUND' | 'FORBIDDEN' {
+  get(caller: Caller, id: number): Incident | 'NOT_FOUND' | 'FORBIDDEN' {
     const incident = this.cached(id);
     if (!incident) return 'NOT_FOUND';
     if (!this.reaches(caller, id)) return 'FORBIDDEN';
@@ -517,7 +444,7 @@ export class IncidentStore {
    * The devices the callsigns match for the caller, and `known`: devices known to exist in this
    * transaction (null when the token was not read, so nothing kept may be trusted)
    */
-  private matchContext(caller: UserRecord, callsigns: readonly string[] | null | undefined): MatchContext & { known: Set<number> | null } {
+  private matchContext(caller: Caller, callsigns: readonly string[] | null | undefined): MatchContext & { known: Set<number> | null } {
     const matches = new Map<string, readonly number[]>();
     const list = callsigns ?? [];
     let known: Set<number> | null = null;
@@ -590,73 +517,55 @@ export class IncidentStore {
     return { ok: true, incident: plan.incident, report: plan.report, events };
   }
 
-  create(caller: UserRecord, rawBody: CreateBody, now: string): Outcome {
-    const body = normaliseTimes(rawBody);
-    const invalid = invalidCallsigns(body.resources);
-    if (invalid) return invalid;
+  /**
+   * The unit of work (ports/incidents.ts): reads the incident `locator` names and matches the
+   * callsigns for the caller, lets `decide` (a pure domain function) say what to write, and
+   * writes it, in one transaction: its own, or the group commit's it runs in.
+   */
+  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Outcome {
+    const { now } = options;
     return this.atomically((): Outcome => {
-      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
-      if (taken !== undefined) {
-        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
+      const found = this.state.get(locator);
+      const context = this.matchContext(caller, options.callsigns);
+      const current: Current | null = found
+        ? { incident: found.incident, assignments: this.storedAssignments(found.assignments, context), reachable: this.reaches(caller, found.incident.id) }
+        : null;
+      const decision = decide(current, context);
+      if (!decision.ok) return decision;
+      if (decision.write === 'insert') {
+        const draft: IncidentDraft = decision.plan.incident;
+        const id = Number(this.st.insert.run(...rowValues(draft, now, decision.plan.assignments), draft.originId).lastInsertRowid);
+        const incident: Incident = { id, ...draft };
+        this.state.wrote(id, storedState(incident, decision.plan.assignments));
+        this.writeCallsigns(id, [], incident.resources);
+        // the creator is linked to what it created (DESIGN section 3, incident permission)
+        this.st.link.run(caller.id, id);
+        return this.finish({ ...decision.plan, incident }, now);
       }
-      const outcome = planCreate(body, now, this.matchContext(caller, body.resources));
-      if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
-      const draft: IncidentDraft = outcome.plan.incident;
-      const id = Number(this.st.insert.run(...rowValues(draft, now, outcome.plan.assignments), draft.originId).lastInsertRowid);
-      const incident: Incident = { id, ...draft };
-      this.state.wrote(id, storedState(incident, outcome.plan.assignments));
-      this.writeCallsigns(id, [], incident.resources);
-      this.st.link.run(caller.id, id);
-      return this.finish({ ...outcome.plan, incident }, now);
-    });
-  }
-
-  update(caller: UserRecord, locator: { id: number } | { originId: string }, rawBody: UpdateBody, now: string): Outcome {
-    const body = normaliseTimes(rawBody);
-    const invalid = invalidCallsigns(body.resources);
-    if (invalid) return invalid;
-    return this.atomically((): Outcome => {
-      const current = this.state.get(locator);
-      if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-      const stored = current.incident;
-      if (!this.reaches(caller, stored.id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
-      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const context = this.matchContext(caller, body.resources);
-      const outcome = planUpdate(stored, this.storedAssignments(current.assignments, context), body, now, context);
-      if (!outcome.ok) return { ok: false, refusal: outcome.refusal };
-      if (body.originId !== stored.originId) {
-        const taken = this.st.idByOriginId.get(body.originId) as number | undefined;
+      const stored = current!.incident;
+      if (decision.write === 'delete') {
+        const result = this.finish(decision.plan, now);
+        this.forget(stored.id);
+        this.writeCallsigns(stored.id, stored.resources, []);
+        this.st.delete.run(stored.id);
+        this.state.wrote(stored.id, null);
+        return result;
+      }
+      const incident = decision.plan.incident;
+      if (incident.originId !== stored.originId) {
+        const taken = this.st.idByOriginId.get(incident.originId) as number | undefined;
         if (taken !== undefined) {
           return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
         }
       }
-      const incident = outcome.plan.incident;
       this.forget(stored.id);
-      const values = rowValues(incident, now, outcome.plan.assignments);
+      const values = rowValues(incident, now, decision.plan.assignments);
       if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
       else this.st.updateAndMove.run(...values, incident.originId, stored.id);
-      this.state.wrote(stored.id, storedState(incident, outcome.plan.assignments));
+      this.state.wrote(stored.id, storedState(incident, decision.plan.assignments));
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
-      return this.finish(outcome.plan, now);
-    });
-  }
-
-  delete(caller: UserRecord, id: number, now: string): Outcome {
-    return this.atomically((): Outcome => {
-      const current = this.state.get({ id });
-      if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-      if (!this.reaches(caller, id)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } };
-      if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-      const stored = current.incident;
-      const plan = planDelete(stored, this.storedAssignments(current.assignments), { online: this.presence.online });
-      const result = this.finish(plan, now);
-      this.forget(id);
-      this.writeCallsigns(id, stored.resources, []);
-      this.st.delete.run(id);
-      this.state.wrote(id, null);
-      return result;
+      return this.finish(decision.plan, now);
     });
   }
 

@@ -30,25 +30,14 @@
 // against the cutoff.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
+import type { OutboxPort, PushRow } from '../../ports/outbox.js';
 
-export interface PushRow {
-  /** the device's sequence number of this push (events.push_seq) */
-  pushId: number;
-  /** the event's id: every event is its own push */
-  eventId: number;
-  type: 'incidentAssigned' | 'incidentDeassigned';
-  eventTime: string;
-  deviceId: number;
-  incidentId: number;
-  attributes: string;
-  incident: string;
-  lastSentAt: string | null;
-}
+export type { PushRow };
 
 /** how many event ids one step of the TTL sweep covers (two range scans of the table by id) */
 export const EXPIRY_STEP = 5_000;
 
-export class PushStore {
+export class PushStore implements OutboxPort {
   private readonly sqlite: Database.Database;
   private readonly st;
   /** push_expiry.expired_through, as last written */

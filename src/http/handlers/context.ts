@@ -1,32 +1,27 @@
-// What every handler group is given: stores, rules and settings, nothing request-specific.
+// What every handler group is given: the services, presence and settings, nothing request-specific.
 import type { FastifyBaseLogger } from 'fastify';
-import type { Access } from '../../auth/access.js';
-import type { Authenticator, Principal } from '../../auth/authenticator.js';
-import type { Clock } from '../../clock.js';
+import type { Authenticator } from '../../services/authenticator.js';
 import type { Config } from '../../config.js';
-import type { IdentityStore } from '../../adapters/sqlite/identity.js';
-import type { IncidentStore } from '../../adapters/sqlite/incidents.js';
-import type { GroupCommitter } from '../../adapters/sqlite/engine/group-commit.js';
-import type { Db } from '../../adapters/sqlite/db.js';
-import type { PushHub } from '../../push/hub.js';
-import { problems } from '../problem.js';
+import type { Presence } from '../../ports/presence.js';
+import type { Storage } from '../../ports/storage.js';
+import type { DeviceService } from '../../services/devices.js';
+import type { IncidentService } from '../../services/incidents.js';
+import type { PermissionService } from '../../services/permissions.js';
+import type { SessionService } from '../../services/sessions.js';
+import type { UserService } from '../../services/users.js';
 
 export interface Context {
   config: Config;
-  clock: Clock;
-  db: Db;
-  identity: IdentityStore;
-  access: Access;
   auth: Authenticator;
-  incidents: IncidentStore;
-  /** incident writes go through it: concurrent writes share one durable COMMIT */
-  writes: GroupCommitter;
-  push: PushHub;
+  incidents: IncidentService;
+  users: UserService;
+  devices: DeviceService;
+  permissions: PermissionService;
+  sessions: SessionService;
+  presence: Presence;
+  /** the storage's health (GET /health) */
+  storage: Pick<Storage, 'health'>;
   log: FastifyBaseLogger;
   /** the spec's info.version */
   version: string;
-}
-
-export function requireWritable(p: Principal): void {
-  if (p.user.readonly) throw problems.readonly();
 }

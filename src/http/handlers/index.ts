@@ -1,6 +1,6 @@
 // All operation handlers in one object, checked against the generated operation list: a
 // missing operationId is a compile error.
-import type { LoginThrottle } from '../../auth/throttle.js';
+import type { LoginThrottle } from '../../services/throttle.js';
 import type { OperationHandlers } from '../types.js';
 import type { Context } from './context.js';
 import { DeviceHandlers } from './devices.js';

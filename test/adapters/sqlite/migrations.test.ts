@@ -11,7 +11,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { migrationsPath } from '../../../src/paths.js';
 import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
-import { IncidentStore } from '../../../src/adapters/sqlite/incidents.js';
+import { IncidentStore } from '../../fixtures/incident-store.js';
 import { IdentityStore } from '../../../src/adapters/sqlite/identity.js';
 
 interface Journal {

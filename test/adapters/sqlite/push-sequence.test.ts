@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { IdentityStore, type UserRecord } from '../../../src/adapters/sqlite/identity.js';
-import { IncidentStore } from '../../../src/adapters/sqlite/incidents.js';
+import { IncidentStore } from '../../fixtures/incident-store.js';
 import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';

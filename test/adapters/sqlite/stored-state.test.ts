@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { GroupCommitter } from '../../../src/adapters/sqlite/engine/group-commit.js';
 import { IdentityStore, type UserRecord } from '../../../src/adapters/sqlite/identity.js';
-import { IncidentStore, type Outcome } from '../../../src/adapters/sqlite/incidents.js';
+import { IncidentStore, type Outcome } from '../../fixtures/incident-store.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 

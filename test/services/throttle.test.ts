@@ -1,7 +1,7 @@
 // The login throttle counts an attempt when it begins, before its password is checked, so no
 // number of parallel attempts gets past the limit; a right password gives the attempt back.
 import t from 'tap';
-import { LoginThrottle, type LoginAttempt, type Refused } from '../../src/auth/throttle.js';
+import { LoginThrottle, type LoginAttempt, type Refused } from '../../src/services/throttle.js';
 
 const MINUTE = 60_000;
 const WINDOW = 15 * MINUTE;

@@ -3,7 +3,7 @@
 // queue where accounts take turns; a full queue refuses it at once.
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { HashQueueFull, hashPassword, limitConcurrency, scryptSlots, setPasswordCheckLimits, sha256, verifyPassword } from '../../src/auth/secrets.js';
+import { HashQueueFull, hashPassword, limitConcurrency, scryptSlots, setPasswordCheckLimits, sha256, verifyPassword } from '../../src/services/secrets.js';
 
 t.test('when more tasks arrive than the limit, then at most that many run at once, in arrival order', async (t) => {
   const limit = limitConcurrency(2);

@@ -1,9 +1,9 @@
 // Who may do what (DESIGN section 4). Administrators: everything. Managers (userLimit ≠ 0):
 // the users they manage and what those reach. Readonly users change nothing.
-import type { IdentityStore, UserRecord } from '../adapters/sqlite/identity.js';
+import type { IdentityPort, UserRecord } from '../ports/identity.js';
 
 export class Access {
-  constructor(private readonly identity: IdentityStore) {}
+  constructor(private readonly identity: IdentityPort) {}
 
   isManager(user: UserRecord): boolean {
     return user.administrator || user.userLimit !== 0;

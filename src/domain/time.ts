@@ -1,8 +1,4 @@
-// Time is passed in, so tests can move it and the domain stays pure.
-export interface Clock {
-  now(): Date;
-}
-export const systemClock: Clock = { now: () => new Date() };
+// Date-times as the service stores and returns them: RFC 3339 in, UTC with milliseconds out. Pure.
 export const iso = (d: Date): string => d.toISOString();
 
 // What the service can store and return: ISO 8601 with a four-digit year, in UTC.

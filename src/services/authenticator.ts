@@ -1,10 +1,9 @@
 // Who is calling: resolves Basic credentials, bearer tokens and session cookies to a user,
 // and mints tokens and sessions. Disabled and expired users never authenticate.
-import type { Clock } from '../clock.js';
-import { instant, iso } from '../clock.js';
-import type { IdentityStore, SessionRecord, TokenRecord, UserRecord } from '../adapters/sqlite/identity.js';
-import { isStorageError } from '../adapters/sqlite/errors.js';
-import { problems } from '../http/problem.js';
+import type { Clock } from '../ports/clock.js';
+import { instant, iso } from '../domain/time.js';
+import type { IdentityPort, NewToken, SessionRecord, TokenRecord, UserRecord } from '../ports/identity.js';
+import { refuse } from '../domain/refusal.js';
 import { hashPassword, looksLikeSecret, newSecret, sha256, verifyPassword } from './secrets.js';
 
 export type AuthMethod = 'basic' | 'bearer' | 'session';
@@ -39,22 +38,12 @@ interface TokenCacheEntry {
   impersonator: UserRecord | null;
 }
 
-/** a credential the disk refused to store is never handed out: 503, nothing written */
-function stored<T>(write: () => T): T {
-  try {
-    return write();
-  } catch (err) {
-    if (isStorageError(err)) throw problems.storageUnavailable();
-    throw err;
-  }
-}
-
 /** a write that may be lost (a session's last-seen time, an expired session's row) */
-function bestEffort(write: () => void): void {
+function bestEffort(write: () => void, isUnavailable: (err: unknown) => boolean): void {
   try {
     write();
   } catch (err) {
-    if (!isStorageError(err)) throw err;
+    if (!isUnavailable(err)) throw err;
   }
 }
 const TOKEN_CACHE_MAX = 10_000;
@@ -67,9 +56,11 @@ export class Authenticator {
   private readonly tokenCache = new Map<string, TokenCacheEntry>();
 
   constructor(
-    private readonly identity: IdentityStore,
+    private readonly identity: IdentityPort,
     private readonly clock: Clock,
     private readonly tokenDefaultDays: number,
+    /** an error of the storage itself (ports/storage.ts): a best-effort write that fails so is skipped */
+    private readonly isUnavailable: (err: unknown) => boolean = () => false,
   ) {}
 
   usable(user: Pick<UserRecord, 'disabled' | 'expirationTime'>): boolean {
@@ -198,7 +189,7 @@ export class Authenticator {
     if (!session) return null;
     const now = this.clock.now().getTime();
     if (Date.parse(session.lastSeenAt) + SESSION_IDLE_MS <= now) {
-      bestEffort(() => this.identity.deleteSession(session.id));
+      bestEffort(() => this.identity.deleteSession(session.id), this.isUnavailable);
       return null;
     }
     let token: TokenRecord | null = null;
@@ -211,29 +202,28 @@ export class Authenticator {
     if (session.impersonatorId !== null && !this.impersonatorOf(session.impersonatorId, user)) return null;
     if (token?.impersonatorId != null && !this.impersonatorOf(token.impersonatorId, user)) return null;
     // reads keep working on a full disk: the session's last-seen time is written when it can be
-    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) bestEffort(() => this.identity.touchSession(session.id, iso(this.clock.now())));
+    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) bestEffort(() => this.identity.touchSession(session.id, iso(this.clock.now())), this.isUnavailable);
     return { user, method: 'session', token, session };
   }
 
   /** Opens a session; returns the cookie value (shown once, stored hashed). */
   openSession(userId: number, opts: { token?: TokenRecord | null; impersonatorId?: number | null } = {}): string {
     const value = newSecret();
-    stored(() =>
-      this.identity.insertSession({
-        hash: sha256(value),
-        userId,
-        tokenId: opts.token?.id ?? null,
-        impersonatorId: opts.impersonatorId ?? null,
-        at: iso(this.clock.now()),
-      }),
-    );
+    // a credential the disk refused to store is never handed out: the error is a 503
+    this.identity.insertSession({
+      hash: sha256(value),
+      userId,
+      tokenId: opts.token?.id ?? null,
+      impersonatorId: opts.impersonatorId ?? null,
+      at: iso(this.clock.now()),
+    });
     return value;
   }
 
   closeSession(cookieValue: string): void {
     if (!looksLikeSecret(cookieValue)) return;
     const session = this.identity.sessionByHashValue(sha256(cookieValue));
-    if (session) stored(() => this.identity.deleteSession(session.id));
+    if (session) this.identity.deleteSession(session.id);
   }
 
   /**
@@ -281,17 +271,15 @@ export class Authenticator {
   }
 
   /** stores a token minted under `parent` (if any), if `parent` is still live where it is written */
-  private insertChild(parent: TokenRecord | null, values: Parameters<IdentityStore['insertToken']>[0]): TokenRecord {
-    return stored(() =>
-      this.identity.transaction(() => {
-        // decided where the child is written: a parent revoked meanwhile has no live children
-        if (parent) {
-          const current = this.identity.tokenById(parent.id);
-          if (!current || !this.tokenLive(current)) throw problems.unauthorized('The token this request was authenticated with was revoked or has expired.');
-        }
-        return this.identity.insertToken({ ...values, parentId: parent?.id ?? null });
-      }),
-    );
+  private insertChild(parent: TokenRecord | null, values: NewToken): TokenRecord {
+    return this.identity.transaction(() => {
+      // decided where the child is written: a parent revoked meanwhile has no live children
+      if (parent) {
+        const current = this.identity.tokenById(parent.id);
+        if (!current || !this.tokenLive(current)) throw refuse.unauthorized('The token this request was authenticated with was revoked or has expired.');
+      }
+      return this.identity.insertToken({ ...values, parentId: parent?.id ?? null });
+    });
   }
 
   /** The device a live device token belongs to. */
@@ -307,7 +295,7 @@ export class Authenticator {
     if (!looksLikeSecret(token)) return 'unknown';
     const record = this.identity.tokenByHashValue(sha256(token));
     if (!record) return 'unknown';
-    stored(() => this.identity.revokeToken(record.id, iso(this.clock.now())));
+    this.identity.revokeToken(record.id, iso(this.clock.now()));
     return 'revoked';
   }
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { instant, utc } from '../../src/clock.js';
+import { instant, iso, utc } from '../../../src/domain/time.js';
 
 t.test('instant reads RFC 3339 with any offset as a UTC millisecond', async (t) => {
   t.equal(instant('2026-11-23T10:00:00+02:00'), Date.UTC(2026, 10, 23, 8, 0, 0));
@@ -19,4 +19,8 @@ t.test('an instant outside UTC years 0000-9999 has no representation', async (t)
   t.throws(() => utc('9999-12-31T23:59:59-01:00'), RangeError);
   t.equal(utc(null), null);
   t.equal(utc(undefined), null);
+});
+
+t.test('an instant is written as UTC with milliseconds', async (t) => {
+  t.equal(iso(new Date(Date.UTC(2026, 10, 25, 8, 0, 0, 7))), '2026-11-25T08:00:00.007Z');
 });

@@ -1,14 +1,13 @@
 // First start on an empty database: create the administrator, from ADMIN_EMAIL /
 // ADMIN_PASSWORD, or `admin` with a random password printed once to the log.
-import type { FastifyBaseLogger } from 'fastify';
 import { randomBytes } from 'node:crypto';
-import type { IdentityStore } from '../adapters/sqlite/identity.js';
+import type { IdentityPort } from '../ports/identity.js';
 import { hashPassword } from './secrets.js';
 
 export async function bootstrapAdministrator(
-  identity: IdentityStore,
+  identity: IdentityPort,
   opts: { email: string | undefined; password: string | undefined },
-  log: FastifyBaseLogger,
+  log: { info(fields: object, message: string): void; warn(fields: object, message: string): void },
 ): Promise<void> {
   if (identity.countUsers() > 0) return;
   const email = opts.email ?? 'admin';

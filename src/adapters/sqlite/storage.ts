@@ -1,0 +1,131 @@
+// The SQLite adapter, assembled: the stores over one connection, incident writes through the
+// group committer (engine/group-commit.ts), their fsync off the event loop (engine/wal-sync.ts),
+// and the checkpoint thread's hold (engine/checkpointer.ts). main.ts builds it; tests too.
+import type { FastifyBaseLogger } from 'fastify';
+import type { Caller, Locator } from '../../domain/incident.js';
+import type { Decide, IncidentStorePort, ListFilter, EventFilter } from '../../ports/incidents.js';
+import type { Presence } from '../../ports/presence.js';
+import type { Storage } from '../../ports/storage.js';
+import type { Db, Synchronous } from './db.js';
+import { isStorageError } from './errors.js';
+import { databaseAnswers, storageProbe } from './health.js';
+import { IdentityStore } from './identity.js';
+import { IncidentStore } from './incidents.js';
+import { PushStore } from './pushes.js';
+import { CheckpointCadence, type Checkpointer } from './engine/checkpointer.js';
+import { GroupCommitter } from './engine/group-commit.js';
+import { walSync, type DeferredSync } from './engine/wal-sync.js';
+
+/** the longest a write group waits for the checkpoint pass that lets the WAL start over */
+export const WAL_RESTART_HOLD_MAX_MS = 5;
+
+export interface SqliteOptions {
+  db: Db;
+  synchronous: Synchronous;
+  /** the checkpoint thread's interval while the service is idle */
+  checkpointIntervalMs: number;
+  /** how group commits reach the disk; by default an fdatasync of the WAL off the event loop (wal-sync.ts) */
+  durability?: DeferredSync | null;
+  /** after a failed fsync, once it is logged (main.ts exits: recovery reads what the disk has) */
+  onStorageFailure?: () => void;
+  /** an fsync pending for longer than this fails the health check (default 10 s) */
+  syncStallMs?: number;
+  /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
+  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every' | 'whenSyncFails'>>) | null;
+  /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
+  walRestartHoldMs?: number;
+}
+
+export type SqliteStorage = Storage & {
+  readonly db: Db;
+  readonly writes: GroupCommitter;
+  readonly store: IncidentStore;
+};
+
+/** The incident port over the sync store: each write joins the next group commit. */
+class SqliteIncidents implements IncidentStorePort {
+  constructor(
+    private readonly store: IncidentStore,
+    private readonly writes: GroupCommitter,
+  ) {}
+
+  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }) {
+    return this.writes.run(() => this.store.write(caller, locator, decide, options));
+  }
+  async get(caller: Caller, id: number) {
+    return this.store.get(caller, id);
+  }
+  async list(filter: ListFilter) {
+    return this.store.list(filter);
+  }
+  async events(filter: EventFilter) {
+    return this.store.events(filter);
+  }
+  async exists(id: number) {
+    return this.store.exists(id);
+  }
+}
+
+export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence) => SqliteStorage {
+  return (log, presence) => {
+    const { db } = options;
+    const identity = new IdentityStore(db);
+    const durability = options.durability !== undefined ? options.durability : walSync(db.$client, options.synchronous);
+    const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
+    const checkpoints = options.walCheckpoints;
+    // the checkpoint thread's interval follows the load (checkpointer.ts)
+    const every = checkpoints?.every?.bind(checkpoints);
+    const cadence = every ? new CheckpointCadence(every, options.checkpointIntervalMs) : null;
+    const writes = new GroupCommitter(db.$client, {
+      ...(cadence ? { onGroup: (size: number) => cadence.group(size) } : {}),
+      durability,
+      mark: () => lastEvent.get() as number,
+      // an incident write's events are its result's; their ids only grow
+      markOf: (r) => (r as { ok: boolean; events?: { id: number }[] }).events?.at(-1)?.id ?? 0,
+      onFailure: (err) => {
+        // from now on nothing copies the WAL into the database file (Checkpointer.halt says why)
+        checkpoints?.halt();
+        try {
+          db.$client.pragma('wal_autocheckpoint = 0');
+        } catch (e) {
+          log.error({ err: e }, 'could not turn the automatic checkpoint off');
+        }
+        log.fatal({ err }, 'the database could not be synced: what is on disk is unknown; every write request is refused until a restart');
+        options.onStorageFailure?.();
+      },
+      // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (group-commit.ts)
+      onStorage: (err) => {
+        if (err) log.error({ err }, 'storage unavailable: writes are refused (503) until one can be stored again; reads go on');
+        else log.warn('storage available again: writes are stored');
+      },
+      probe: storageProbe(db.$client),
+      ...(options.syncStallMs !== undefined ? { stallMs: options.syncStallMs } : {}),
+    });
+    // the WAL starts over at the next group's COMMIT if no group commits during the pass (checkpointer.ts)
+    const holdMs = options.walRestartHoldMs ?? WAL_RESTART_HOLD_MAX_MS;
+    checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
+    // a failed fsync of the checkpoint thread is a failed sync like the WAL's (checkpointer.ts)
+    checkpoints?.whenSyncFails?.((err) => writes.syncFailed(err));
+    const store = new IncidentStore(db, presence, () => writes.horizon());
+    writes.observe(store.transactions);
+    return {
+      db,
+      writes,
+      store,
+      identity,
+      incidents: new SqliteIncidents(store, writes),
+      outbox: new PushStore(db, () => writes.horizon()),
+      health() {
+        if (!writes.healthy()) {
+          const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';
+          return { ok: false, why, err: writes.failure ?? writes.unavailable ?? undefined };
+        }
+        return databaseAnswers(db) ? { ok: true } : { ok: false, why: 'the database does not answer' };
+      },
+      writeRefusal: () => writes.failure,
+      isUnavailable: isStorageError,
+      stats: () => ({ groupCommit: writes.stats }),
+      close: () => writes.close(),
+    };
+  };
+}

@@ -1,0 +1,44 @@
+// Refusals: why a use case did not do what was asked. Services throw them; the HTTP layer's one
+// table (src/http/refusals.ts) turns each code into its problem+json status, type and title.
+// The detail is for the caller to read: what was refused and what to send instead.
+
+export const REFUSAL_CODES = [
+  'INVALID', // 400: the request breaks a rule its schema cannot say
+  'UNAUTHORIZED', // 401: no valid credential, or one that no longer stands
+  'FORBIDDEN', // 403: the caller may not do this
+  'READONLY', // 403: the caller is readonly and changes nothing
+  'NOT_FOUND', // 404
+  'ORIGIN_ID_TAKEN', // 409: another incident has this originId
+  'INCIDENT_CLOSED', // 409: a closed incident (or one being closed) with callsigns
+  'EMAIL_TAKEN', // 409
+  'UNIQUE_ID_TAKEN', // 409
+  'LAST_ADMINISTRATOR', // 409: the last working administrator cannot stop being one
+] as const;
+
+export type RefusalCode = (typeof REFUSAL_CODES)[number];
+
+/** a field the refusal is about, as a JSON pointer into the request (`/body/resources/2`) */
+export interface RefusedField {
+  path: string;
+  message: string;
+}
+
+export class Refused extends Error {
+  constructor(
+    readonly code: RefusalCode,
+    readonly detail: string,
+    readonly extra: { errors?: RefusedField[]; incidentId?: number } = {},
+  ) {
+    super(detail);
+    this.name = 'Refused';
+  }
+}
+
+/** the refusals services throw, by kind */
+export const refuse = {
+  invalid: (detail: string, errors?: RefusedField[]) => new Refused('INVALID', detail, errors ? { errors } : {}),
+  unauthorized: (detail = 'Valid credentials are required: Bearer token, Basic credentials or a session cookie.') => new Refused('UNAUTHORIZED', detail),
+  forbidden: (detail: string) => new Refused('FORBIDDEN', detail),
+  readonly: () => new Refused('READONLY', 'This user is readonly: it cannot create, change or delete anything.'),
+  notFound: (detail: string) => new Refused('NOT_FOUND', detail),
+};

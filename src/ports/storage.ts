@@ -1,0 +1,30 @@
+// What the app is given by the adapter main.ts picks: the stores, and what an operator and the
+// HTTP layer need to know of the storage itself.
+import type { IdentityPort } from './identity.js';
+import type { IncidentStorePort } from './incidents.js';
+import type { OutboxPort } from './outbox.js';
+
+export interface StorageHealth {
+  ok: boolean;
+  /** why not, for the log */
+  why?: string;
+  err?: unknown;
+}
+
+export interface Storage {
+  readonly incidents: IncidentStorePort;
+  readonly identity: IdentityPort;
+  readonly outbox: OutboxPort;
+  /** the database answers, and writes reach the disk */
+  health(): StorageHealth;
+  /**
+   * Set once the storage cannot tell what is on disk (a failed fsync): every request that
+   * could write is refused with it until a restart. Null while writes are safe.
+   */
+  writeRefusal(): Error | null;
+  /** an error of the storage itself (a full disk, an I/O error): nothing was written; 503 */
+  isUnavailable(err: unknown): boolean;
+  /** figures for the log at shutdown */
+  stats(): object;
+  close(): Promise<void>;
+}
