@@ -21,11 +21,13 @@
 // -shm and cannot remove them on close, owned then by whoever ran the backup; this one,
 // being the last connection, removes them as the service's own close does (copying into
 // the database file first what a crash may have left in the WAL, as the service's start
-// would). The copy goes to a temporary name in
-// FILE's directory, is checked (`PRAGMA integrity_check` and `foreign_key_check`), synced, and
-// only then given FILE's name (its directory synced after), so a crash never leaves a partial
-// file under FILE; without `force`, a FILE that exists is refused, and one that appears
-// meanwhile is not replaced (a hard link, which fails on an existing name, not a rename).
+// would).
+//
+// The copy goes to a temporary name in FILE's directory, is checked (`PRAGMA integrity_check`
+// and `foreign_key_check`), synced, and only then given FILE's name (its directory synced
+// after), so a crash never leaves a partial file under FILE. Without `force`, a FILE that
+// exists is refused, and one that appears meanwhile is not replaced (a hard link, which fails
+// on an existing name, not a rename).
 import Database from 'better-sqlite3';
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';

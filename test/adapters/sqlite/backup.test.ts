@@ -43,6 +43,22 @@ t.test('when FILE does not exist, then the backup writes it, it holds every inci
   t.same(readdirSync(dir).sort(), ['backup.sqlite', 'cad.sqlite']);
 });
 
+t.test('when the latest commits are only in the WAL of a database another connection holds open, then the backup holds them', async (t) => {
+  const { dir, path } = database(t, 1);
+  const writer = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => writer.$client.close());
+  writer.$client.pragma('wal_autocheckpoint = 0'); // nothing copied into the database file
+  writer.$client
+    .prepare(`INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ('IN-WAL', 'FIRE', 'OPEN', 0, 0, 1, '2026-11-25T00:00:00Z')`)
+    .run();
+  const r = backupDatabase(path, join(dir, 'backup.sqlite'));
+  t.equal(r.incidents, 2);
+  const copy = new Database(join(dir, 'backup.sqlite'), { readonly: true });
+  t.equal(copy.prepare(`SELECT count(*) FROM incidents WHERE origin_id = 'IN-WAL'`).pluck().get(), 1);
+  copy.close();
+  t.ok(writer.$client.prepare('SELECT 1').get(), 'the writer\'s connection is still usable');
+});
+
 t.test('when FILE exists, then the backup is refused and FILE is untouched unless forced', async (t) => {
   const { dir, path } = database(t, 2);
   const out = join(dir, 'backup.sqlite');
