@@ -79,7 +79,7 @@ function toProblem(err: FastifyError & { validation?: AjvLikeError[]; validation
   if (err instanceof Problem) return err;
   if (err instanceof Refused) return problemOf(err);
   if (isUnavailable(err)) return problems.storageUnavailable(); // a full disk: nothing was written (ports/storage.ts)
-  if (err instanceof HashQueueFull) return problems.busy(err.retryAfterS); // too many password hashes waiting (auth/secrets.ts)
+  if (err instanceof HashQueueFull) return problems.busy(err.retryAfterS); // too many password hashes waiting (services/secrets.ts)
   if (err.validation) {
     const { listed, more } = fieldErrors(err.validationContext, err.validation);
     const first = listed[0];

@@ -17,3 +17,22 @@ type ParamsOf<K extends OperationId> = operations[K]['parameters'] extends { pat
 export type Req<K extends OperationId> = FastifyRequest<{ Body: BodyOf<K>; Querystring: QueryOf<K>; Params: ParamsOf<K> }>;
 export type Handler<K extends OperationId> = (req: Req<K>, reply: FastifyReply) => Promise<unknown>;
 export type OperationHandlers = { [K in OperationId]: Handler<K> };
+
+// The domain's shapes are the spec's, field for field: a field added to openapi.yaml and not to
+// src/domain (or the other way round) fails to compile here, so none is dropped silently.
+import type { CreateBody, EventAttributes, Incident, StatusReport, UpdateBody } from '../domain/incident.js';
+import type { EventView } from '../ports/incidents.js';
+
+type Assignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type SameKeys<A, B> = Assignable<keyof A, keyof B>;
+/** the same fields, of the same types */
+type Same<A, B> = Assignable<A, B> extends true ? SameKeys<A, B> : false;
+const domainIsTheSpec: [
+  Same<Incident, Schemas['Incident']>,
+  SameKeys<CreateBody, Schemas['IncidentCreate']>,
+  SameKeys<UpdateBody, Schemas['IncidentUpdate']>,
+  Assignable<StatusReport['deviceStatuses'], Schemas['DeviceStatusReport']['details']['deviceStatuses']>,
+  SameKeys<EventView, Schemas['Event']>,
+  SameKeys<EventAttributes, Schemas['Event']['attributes']>,
+] = [true, true, true, true, true, true];
+void domainIsTheSpec;

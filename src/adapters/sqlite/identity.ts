@@ -26,7 +26,7 @@ export { UniqueViolation };
 
 // The port's records are the tables' rows, column for column: a column added to one and not the
 // other fails to compile here.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? ([keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false) : false) : false;
 const rowsMatch: [
   Same<UserRecord, typeof users.$inferSelect>,
   Same<DeviceRecord, typeof devices.$inferSelect>,
@@ -44,7 +44,7 @@ export class IdentityStore implements IdentityPort {
   /**
    * Bumped by every change to a user, token, session or link that could withdraw access
    * (user updates and deletions, revocations, ended sessions, removed links), so caches of
-   * authentication results (auth/authenticator.ts) know they are stale and open sockets
+   * authentication results (services/authenticator.ts) know they are stale and open sockets
    * check their credential again.
    */
   generation = 0;

@@ -14,66 +14,59 @@ import { observed, type TransactionObserver } from './engine/group-commit.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
-interface IncidentRow {
-  id: number;
-  origin_id: string;
-  type: string;
-  time_of_origin: string | null;
-  time_received: string | null;
-  time_updated: string | null;
-  status: 'OPEN' | 'CLOSED';
-  time_closed: string | null;
-  latitude: number;
-  longitude: number;
-  priority: number;
-  description: string | null;
-  /** JSON array of callsigns */
-  resources: string;
-}
+/**
+ * Every incident field and its column: the one map rows are read and written by. A field of
+ * Incident without a column here (or a column for no field) does not compile, so a field added
+ * to the spec (and so to the domain: src/http/types.ts) cannot be dropped silently.
+ */
+const COLUMN: { readonly [F in keyof Incident]: string } = {
+  id: 'id',
+  originId: 'origin_id',
+  type: 'type',
+  timeOfOrigin: 'time_of_origin',
+  timeReceived: 'time_received',
+  timeUpdated: 'time_updated',
+  status: 'status',
+  timeClosed: 'time_closed',
+  latitude: 'latitude',
+  longitude: 'longitude',
+  priority: 'priority',
+  description: 'description',
+  /** JSON array of callsigns, as sent */
+  resources: 'resources',
+};
+const FIELDS = Object.keys(COLUMN) as (keyof Incident)[];
+
+/** a row as read: the incident's fields, with its callsigns still JSON */
+type IncidentRow = Omit<Incident, 'resources'> & { resources: string };
 
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
   assignments: string;
 }
 
-const INCIDENT_COLUMNS =
-  'id, origin_id, type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, resources';
-
-function toIncident(row: IncidentRow): Incident {
-  return {
-    id: row.id,
-    originId: row.origin_id,
-    type: row.type,
-    timeOfOrigin: row.time_of_origin,
-    timeReceived: row.time_received,
-    timeUpdated: row.time_updated,
-    status: row.status,
-    timeClosed: row.time_closed,
-    latitude: row.latitude,
-    longitude: row.longitude,
-    priority: row.priority,
-    description: row.description,
-    resources: JSON.parse(row.resources) as string[],
-  };
+/** the SELECT list giving each column its field's name (`alias.` before each column, if given) */
+function selectList(alias = ''): string {
+  return FIELDS.map((f) => `${alias}${COLUMN[f]} AS "${f}"`).join(', ');
 }
 
-/** the incidents row's columns from type to assignments, in the order of the INSERT and UPDATEs above (origin_id follows) */
+/** the incident a row holds (its fields only: a stored row also has its assignments) */
+function toIncident(row: IncidentRow): Incident {
+  const incident = {} as Record<keyof Incident, unknown>;
+  for (const f of FIELDS) incident[f] = row[f];
+  incident.resources = JSON.parse(row.resources) as string[];
+  return incident as Incident;
+}
+
+/** what a write sets: every field but id and originId (which is set only when it changes), then stored_at and assignments */
+const WRITTEN = FIELDS.filter((f) => f !== 'id' && f !== 'originId') as Exclude<keyof Incident, 'id' | 'originId'>[];
+const SET_LIST = [...WRITTEN.map((f) => COLUMN[f]), 'stored_at', 'assignments'];
+
+/** the values of SET_LIST, in its order (origin_id follows where a statement sets it) */
 function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
-  return [
-    d.type,
-    d.timeOfOrigin,
-    d.timeReceived,
-    d.timeUpdated,
-    d.status,
-    d.timeClosed,
-    d.latitude,
-    d.longitude,
-    d.priority,
-    d.description,
-    storedAt,
-    JSON.stringify(d.resources),
-    JSON.stringify(assignments),
-  ];
+  const values: unknown[] = WRITTEN.map((f) => (f === 'resources' ? JSON.stringify(d.resources) : d[f]));
+  values.push(storedAt, JSON.stringify(assignments));
+  return values;
 }
 
 function sameList(a: readonly string[], b: readonly string[]): boolean {
@@ -256,32 +249,20 @@ export class IncidentStore {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      byId: p(`SELECT ${INCIDENT_COLUMNS} FROM incidents WHERE id = ?`),
-      storedById: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE id = ?`),
-      byOriginId: p(`SELECT ${INCIDENT_COLUMNS}, assignments FROM incidents WHERE origin_id = ?`),
+      byId: p(`SELECT ${selectList()} FROM incidents WHERE id = ?`),
+      storedById: p(`SELECT ${selectList()}, assignments FROM incidents WHERE id = ?`),
+      byOriginId: p(`SELECT ${selectList()}, assignments FROM incidents WHERE origin_id = ?`),
       idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
       exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
       deviceExists: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
       // positional parameters: binding 14 named ones looks each up on an object (a create and
       // an update each paid for that, and for the object built to hold them)
-      insert: p(
-        `INSERT INTO incidents (type, time_of_origin, time_received, time_updated, status, time_closed, latitude, longitude, priority, description, stored_at, resources, assignments, origin_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      ),
+      insert: p(`INSERT INTO incidents (${SET_LIST.join(', ')}, origin_id) VALUES (${SET_LIST.map(() => '?').join(', ')}, ?)`),
       // origin_id is set only when it changes: a column in the SET list has its index entry
       // deleted and written again even when the value is the same, one more random page of
       // incidents_origin_id per update in the WAL (BENCHMARKS.md as of 966ad38)
-      update: p(
-        `UPDATE incidents SET type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
-           time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?
-         WHERE id = ?`,
-      ),
-      updateAndMove: p(
-        `UPDATE incidents SET type = ?, time_of_origin = ?, time_received = ?, time_updated = ?, status = ?,
-           time_closed = ?, latitude = ?, longitude = ?, priority = ?, description = ?, stored_at = ?, resources = ?, assignments = ?,
-           origin_id = ?
-         WHERE id = ?`,
-      ),
+      update: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')} WHERE id = ?`),
+      updateAndMove: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')}, origin_id = ? WHERE id = ?`),
       delete: p(`DELETE FROM incidents WHERE id = ?`),
       insertCallsign: p(`INSERT OR IGNORE INTO incident_callsigns (callsign_key, incident_id) VALUES (?, ?)`),
       deleteCallsign: p(`DELETE FROM incident_callsigns WHERE callsign_key = ? AND incident_id = ?`),
@@ -602,9 +583,7 @@ export class IncidentStore {
       where.push('i.stored_at >= ?');
       args.push(utc(filter.updatedSince));
     }
-    const sql = `SELECT ${INCIDENT_COLUMNS.split(', ')
-      .map((c) => `i.${c}`)
-      .join(', ')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ? OFFSET ?`;
+    const sql = `SELECT ${selectList('i.')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ? OFFSET ?`;
     const rows = this.prepared(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
     const more = rows.length > filter.limit;
     const page = more ? rows.slice(0, filter.limit) : rows;
