@@ -178,6 +178,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // session or link changed (identity.generation), or a device was added, changed or deleted
   // (reach_generation's token, migration 0012). One query each, however many sockets.
   const access = new Access(identity);
+  // no device is online at start: rows a crash or another stop left say otherwise
+  await storage.outbox.resetPresence();
   const hub = new DeviceHub(
     storage.outbox,
     presence,
@@ -275,8 +277,12 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
   // sessions idle for longer than their expiry are removed hourly (they are refused anyway)
   const sweepSessions = () => {
-    const removed = identity.deleteSessionsIdleSince(new Date(clock.now().getTime() - SESSION_IDLE_MS).toISOString());
-    if (removed > 0) app.log.info({ removed }, 'expired sessions removed');
+    identity.deleteSessionsIdleSince(new Date(clock.now().getTime() - SESSION_IDLE_MS).toISOString()).then(
+      (removed) => {
+        if (removed > 0) app.log.info({ removed }, 'expired sessions removed');
+      },
+      (err: unknown) => app.log.error({ err }, 'expired sessions could not be removed; trying again in an hour'),
+    );
   };
   const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
   app.addHook('preClose', async () => {

@@ -42,36 +42,36 @@ type Deps = { auth: Authenticator; identity: IdentityPort; hub: DeviceHub; userH
 
 /** A live device token of `deviceId` (the hub asks whether the device is enabled). */
 function deviceCredential(deps: Deps, token: string, deviceId: number): DeviceCredential {
-  return () => deps.auth.deviceForToken(token) === deviceId;
+  return async () => (await deps.auth.deviceForToken(token)) === deviceId;
 }
 
 /** when the user who opened an impersonation runs out (null: not an impersonation) */
-function impersonatorExpiry(deps: Deps, impersonatorId: number | null | undefined): string | null | undefined {
-  return impersonatorId == null ? null : deps.identity.userById(impersonatorId)?.expirationTime;
+async function impersonatorExpiry(deps: Deps, impersonatorId: number | null | undefined): Promise<string | null | undefined> {
+  return impersonatorId == null ? null : (await deps.identity.userById(impersonatorId))?.expirationTime;
 }
 
 /** What a user socket was opened with: a token, a session cookie, or Basic credentials. */
 function userCredential(deps: Deps, req: FastifyRequest, principal: Principal): UserCredential {
   if (principal.method === 'bearer') {
     const token = tokenFrom(req)!;
-    return () => {
-      const hit = deps.auth.userToken(token);
+    return async () => {
+      const hit = await deps.auth.userToken(token);
       if (!hit) return null;
-      return { user: hit.user, until: earliest(hit.token.expiresAt, hit.user.expirationTime, impersonatorExpiry(deps, hit.token.impersonatorId)) };
+      return { user: hit.user, until: earliest(hit.token.expiresAt, hit.user.expirationTime, await impersonatorExpiry(deps, hit.token.impersonatorId)) };
     };
   }
   if (principal.method === 'session') {
     const cookie = req.cookies[SESSION_COOKIE]!;
-    return () => {
-      const p = deps.auth.session(cookie);
+    return async () => {
+      const p = await deps.auth.session(cookie);
       if (!p) return null;
       return {
         user: p.user,
         until: earliest(
           p.token?.expiresAt,
           p.user.expirationTime,
-          impersonatorExpiry(deps, p.session?.impersonatorId),
-          impersonatorExpiry(deps, p.token?.impersonatorId),
+          await impersonatorExpiry(deps, p.session?.impersonatorId),
+          await impersonatorExpiry(deps, p.token?.impersonatorId),
           p.session ? Date.parse(p.session.lastSeenAt) + SESSION_IDLE_MS : null,
         ),
       };
@@ -79,8 +79,8 @@ function userCredential(deps: Deps, req: FastifyRequest, principal: Principal): 
   }
   // Basic: the same user, under the same email, with the same password, still usable
   const { id, emailKey, passwordHash } = principal.user;
-  return () => {
-    const user = deps.identity.userById(id);
+  return async () => {
+    const user = await deps.identity.userById(id);
     if (!user || user.emailKey !== emailKey || user.passwordHash !== passwordHash || !deps.auth.usable(user)) return null;
     return { user, until: earliest(user.expirationTime) };
   };
@@ -102,13 +102,13 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
       websocket: true,
       onRequest: async (req) => {
         const token = tokenFrom(req);
-        const deviceId = token === undefined ? null : deps.auth.deviceForToken(token);
-        if (deviceId === null || !deps.hub.enabled(deviceId)) {
+        const deviceId = token === undefined ? null : await deps.auth.deviceForToken(token);
+        if (deviceId === null || !(await deps.hub.enabled(deviceId))) {
           throw problems.unauthorized('A valid device token of an enabled device is required (Authorization: Bearer … or ?token=).');
         }
         req.deviceId = deviceId;
         // a token's expiry never changes (a parent's revocation moves identity.generation)
-        const expiresAt = deps.identity.tokenByHashValue(sha256(token!))?.expiresAt;
+        const expiresAt = (await deps.identity.tokenByHashValue(sha256(token!)))?.expiresAt;
         req.deviceCredential = { check: deviceCredential(deps, token!, deviceId), until: earliest(expiresAt) };
       },
     },
@@ -124,7 +124,7 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
       onRequest: async (req, reply) => {
         const token = tokenFrom(req);
         if (token !== undefined && req.headers.authorization === undefined) {
-          const hit = deps.auth.userToken(token);
+          const hit = await deps.auth.userToken(token);
           if (!hit) throw problems.unauthorized('The token is not valid, has expired or was revoked.');
           req.principal = { user: hit.user, method: 'bearer', token: hit.token, session: null };
           return;
@@ -133,7 +133,7 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
       },
     },
     (socket, req) => {
-      deps.hub.attachUser(socket, userCredential(deps, req, req.principal!));
+      void deps.hub.attachUser(socket, userCredential(deps, req, req.principal!));
     },
   );
 }

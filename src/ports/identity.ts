@@ -1,10 +1,10 @@
 // The identity port: users, devices, their links, tokens and sessions (DESIGN section 4).
+// Asynchronous, for an engine reached over the network (PostgreSQL) as for the embedded one.
 //
-// Synchronous, as SQLite serves it: the authenticator settles a request's credentials from its
-// caches and these lookups in the turn that counted the attempt (src/services/auth), and
-// `transaction` runs its function whole. An engine reached over the network (PostgreSQL)
-// needs this port asynchronous, with the caches fed by the bus's credential changes instead
-// of `generation`: that is the next step (issue 8, "Several nodes on PostgreSQL").
+// `transaction(fn)` runs `fn` in one transaction and hands it the port to use inside it. `fn`
+// awaits nothing but that port: on SQLite its calls answer at once and the whole function runs
+// in one turn of the event loop, so no other write joins the transaction (the adapter refuses
+// a call made after that turn). A refusal thrown by `fn` rolls it back.
 
 export interface UserRecord {
   id: number;
@@ -105,61 +105,61 @@ export interface IdentityPort {
    * stale, and open sockets check their credential again.
    */
   readonly generation: number;
-  /** runs fn in one transaction (a savepoint when nested); a throw rolls it back */
-  transaction<T>(fn: () => T): T;
+  /** runs fn in one transaction, with the port to use inside it; a throw rolls it back */
+  transaction<T>(fn: (tx: IdentityPort) => Promise<T>): Promise<T>;
 
-  countUsers(): number;
+  countUsers(): Promise<number>;
   /** administrators other than `exceptId` who can administer now (enabled, writable, unexpired at nowIso) */
-  countWorkingAdministrators(nowIso: string, exceptId: number): number;
-  userById(id: number): UserRecord | undefined;
-  userByEmail(email: string): UserRecord | undefined;
-  listUsers(ids?: readonly number[]): UserRecord[];
+  countWorkingAdministrators(nowIso: string, exceptId: number): Promise<number>;
+  userById(id: number): Promise<UserRecord | undefined>;
+  userByEmail(email: string): Promise<UserRecord | undefined>;
+  listUsers(ids?: readonly number[]): Promise<UserRecord[]>;
   /** throws UniqueViolation('email') */
-  insertUser(values: NewUser): UserRecord;
+  insertUser(values: NewUser): Promise<UserRecord>;
   /** throws UniqueViolation('email') */
-  updateUser(id: number, values: UserChanges): UserRecord;
-  deleteUser(id: number): void;
-  managedUserIds(managerId: number): number[];
-  manages(managerId: number, userId: number): boolean;
-  linkManagedUser(userId: number, managedUserId: number): void;
-  unlinkManagedUser(userId: number, managedUserId: number): void;
+  updateUser(id: number, values: UserChanges): Promise<UserRecord>;
+  deleteUser(id: number): Promise<void>;
+  managedUserIds(managerId: number): Promise<number[]>;
+  manages(managerId: number, userId: number): Promise<boolean>;
+  linkManagedUser(userId: number, managedUserId: number): Promise<void>;
+  unlinkManagedUser(userId: number, managedUserId: number): Promise<void>;
 
-  reachesDevice(userId: number, deviceId: number): boolean;
-  reachesIncident(userId: number, incidentId: number): boolean;
-  devicesReachedAmong(userId: number, deviceIds: readonly number[]): Set<number>;
-  enabledAmong(deviceIds: readonly number[]): Set<number>;
+  reachesDevice(userId: number, deviceId: number): Promise<boolean>;
+  reachesIncident(userId: number, incidentId: number): Promise<boolean>;
+  devicesReachedAmong(userId: number, deviceIds: readonly number[]): Promise<Set<number>>;
+  enabledAmong(deviceIds: readonly number[]): Promise<Set<number>>;
   /** changes whenever a device is added, changed or deleted, or a link changes */
-  reachToken(): unknown;
+  reachToken(): Promise<unknown>;
 
-  deviceById(id: number): DeviceRecord | undefined;
-  countDevicesOf(userId: number): number;
-  listDevices(filter: { ownerIds?: readonly number[]; uniqueId?: string | undefined }): DeviceRecord[];
+  deviceById(id: number): Promise<DeviceRecord | undefined>;
+  countDevicesOf(userId: number): Promise<number>;
+  listDevices(filter: { ownerIds?: readonly number[]; uniqueId?: string | undefined }): Promise<DeviceRecord[]>;
   /** throws UniqueViolation('uniqueId') */
-  insertDevice(values: NewDevice): DeviceRecord;
+  insertDevice(values: NewDevice): Promise<DeviceRecord>;
   /** throws UniqueViolation('uniqueId') */
-  updateDevice(id: number, values: DeviceChanges): DeviceRecord;
-  deleteDevice(id: number): void;
-  deviceOwners(deviceId: number): number[];
-  linkDevice(userId: number, deviceId: number): void;
-  unlinkDevice(userId: number, deviceId: number): void;
-  linkIncident(userId: number, incidentId: number): void;
-  unlinkIncident(userId: number, incidentId: number): void;
+  updateDevice(id: number, values: DeviceChanges): Promise<DeviceRecord>;
+  deleteDevice(id: number): Promise<void>;
+  deviceOwners(deviceId: number): Promise<number[]>;
+  linkDevice(userId: number, deviceId: number): Promise<void>;
+  unlinkDevice(userId: number, deviceId: number): Promise<void>;
+  linkIncident(userId: number, incidentId: number): Promise<void>;
+  unlinkIncident(userId: number, incidentId: number): Promise<void>;
 
-  insertToken(values: NewToken): TokenRecord;
-  tokenById(id: number): TokenRecord | undefined;
-  tokenByHashValue(hash: string): TokenRecord | undefined;
+  insertToken(values: NewToken): Promise<TokenRecord>;
+  tokenById(id: number): Promise<TokenRecord | undefined>;
+  tokenByHashValue(hash: string): Promise<TokenRecord | undefined>;
   /** revokes the token and every token minted under it */
-  revokeToken(id: number, at: string): void;
+  revokeToken(id: number, at: string): Promise<void>;
   /** revokes every token of the user and every token minted under them; how many */
-  revokeUserTokens(userId: number, at: string): number;
-  revokeDeviceTokens(deviceId: number, at: string): number;
-  listUserTokens(userId: number): TokenRecord[];
+  revokeUserTokens(userId: number, at: string): Promise<number>;
+  revokeDeviceTokens(deviceId: number, at: string): Promise<number>;
+  listUserTokens(userId: number): Promise<TokenRecord[]>;
 
-  insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }): SessionRecord;
-  sessionByHashValue(hash: string): SessionRecord | undefined;
-  touchSession(id: number, at: string): void;
-  deleteSession(id: number): void;
-  deleteSessionsIdleSince(before: string): number;
+  insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }): Promise<SessionRecord>;
+  sessionByHashValue(hash: string): Promise<SessionRecord | undefined>;
+  touchSession(id: number, at: string): Promise<void>;
+  deleteSession(id: number): Promise<void>;
+  deleteSessionsIdleSince(before: string): Promise<number>;
   /** ends every session of the user, except `keepId` */
-  deleteSessionsOf(userId: number, keepId?: number): void;
+  deleteSessionsOf(userId: number, keepId?: number): Promise<void>;
 }

@@ -1,9 +1,8 @@
 // The outbox port: the pushes the incident unit of work wrote, as delivery sees them (pending
 // for a device, sent, acknowledged, expired), and the devices' presence rows.
 //
-// Synchronous, as SQLite serves it: the device hub reads a batch and sends it in one turn, so
-// no two reads of one device's pushes interleave. PostgreSQL needs it asynchronous, with one
-// read in flight per device: the next step (issue 8). Every pushId is its device's own sequence
+// The device hub keeps one read in flight per device socket, so no two reads of one device's
+// pushes interleave. Every pushId is its device's own sequence
 // (DESIGN section 5): gapless and in commit order per device, so a cumulative ack never settles
 // a push that commits later with a lower number.
 
@@ -25,15 +24,15 @@ export interface PushRow {
 
 export interface OutboxPort {
   /** the device's pending pushes after `afterPushId`, oldest first, up to `limit` (only those on disk) */
-  pendingAfter(deviceId: number, afterPushId: number, limit: number): PushRow[];
-  markSent(eventIds: readonly number[], at: string): void;
+  pendingAfter(deviceId: number, afterPushId: number, limit: number): Promise<PushRow[]>;
+  markSent(eventIds: readonly number[], at: string): Promise<void>;
   /** every pending push of the device up to `upTo` is DELIVERED; how many */
-  ack(deviceId: number, upTo: number, at: string): number;
+  ack(deviceId: number, upTo: number, at: string): Promise<number>;
   /** the oldest push sent up to `sentUpTo` and not acknowledged */
-  oldestUnacked(deviceId: number, sentUpTo: number): { id: number; lastSentAt: string | null } | undefined;
+  oldestUnacked(deviceId: number, sentUpTo: number): Promise<{ id: number; lastSentAt: string | null } | undefined>;
   /** one step of the TTL sweep: pushes pending since before `cutoff` become EXPIRED */
-  expireStep(cutoff: string, step?: number): { expired: number; more: boolean };
-  setStatuses(rows: readonly { deviceId: number; status: 'online' | 'offline'; at: string | null }[]): void;
+  expireStep(cutoff: string, step?: number): Promise<{ expired: number; more: boolean }>;
+  setStatuses(rows: readonly { deviceId: number; status: 'online' | 'offline'; at: string | null }[]): Promise<void>;
   /** at start: no device is online (a crash left some rows saying so) */
-  resetPresence(): void;
+  resetPresence(): Promise<void>;
 }

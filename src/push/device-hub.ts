@@ -91,11 +91,11 @@ export interface SocketAccess {
   /** changes whenever a credential may have been withdrawn (a user, token, session or link changed) */
   credentialsStamp(): unknown;
   /** changes whenever a device may have been disabled or deleted */
-  devicesStamp(): unknown;
+  devicesStamp(): Promise<unknown>;
   /** which of a batch's devices the user reaches now */
-  reached(user: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all';
+  reached(user: UserRecord, deviceIds: readonly number[]): Promise<ReadonlySet<number> | 'all'>;
   /** which of these devices exist and are enabled */
-  enabled(deviceIds: readonly number[]): ReadonlySet<number>;
+  enabled(deviceIds: readonly number[]): Promise<ReadonlySet<number>>;
 }
 
 /**
@@ -105,8 +105,8 @@ export interface SocketAccess {
  * is its token, whose expiry never changes; whether its device is still enabled is asked of
  * SocketAccess.enabled for all device sockets at once.
  */
-export type DeviceCredential = () => boolean;
-export type UserCredential = () => { until: number; user: UserRecord } | null;
+export type DeviceCredential = () => Promise<boolean>;
+export type UserCredential = () => Promise<{ until: number; user: UserRecord } | null>;
 
 interface Conn {
   ws: WebSocket;
@@ -129,6 +129,12 @@ interface DeviceConn extends Conn {
   /** when presence (status, lastUpdate) was last queued for the database (ms) */
   presenceAt: number;
   flushScheduled: boolean;
+  /** a flush is reading or sending: another waits for it (one read of the outbox in flight per socket) */
+  flushing: boolean;
+  /** asked for while a flush ran: it runs again when that one ends */
+  flushAgain: boolean;
+  /** an ack timeout asked to send again from after this pushId (applied by the next flush) */
+  rewind: number | null;
 }
 
 interface UserConn extends Conn {
@@ -155,6 +161,13 @@ export class DeviceHub implements PushHub {
   private readonly presenceQueue = new Map<number, { status: 'online' | 'offline'; at: string | null }>();
   /** a TTL sweep is walking the events */
   private expiring = false;
+  /** the ack-timeout sweep is running */
+  private sweeping = false;
+  /** the credential check running, if one is: a second waits for it, then runs once more */
+  private credentialCheck: Promise<void> | null = null;
+  private credentialRecheck = false;
+  /** user sockets get each batch of events in commit order: one fan-out after the other */
+  private userFanOut: Promise<void> = Promise.resolve();
   private closed = false;
 
   constructor(
@@ -166,11 +179,11 @@ export class DeviceHub implements PushHub {
     private readonly opts: HubOptions,
     private readonly access: SocketAccess,
   ) {
-    store.resetPresence();
+    // no device is online at start (rows a crash left say otherwise): app.ts resets them first
     this.timers.push(setInterval(() => this.ping(), opts.pingIntervalMs).unref());
-    this.timers.push(setInterval(() => this.sweep(), opts.sweepIntervalMs).unref());
+    this.timers.push(setInterval(() => void this.sweep(), opts.sweepIntervalMs).unref());
     this.timers.push(setInterval(() => this.expire(), opts.expireIntervalMs).unref());
-    this.timers.push(setInterval(() => this.checkCredentials(), opts.credentialCheckMs).unref());
+    this.timers.push(setInterval(() => void this.checkCredentials(), opts.credentialCheckMs).unref());
   }
 
   private now(): string {
@@ -182,9 +195,9 @@ export class DeviceHub implements PushHub {
   }
 
   /** check(), or 'failed' when it threw: logged at most every 10 s, checked again at the next pass */
-  private checked<T>(check: () => T | null, what: object): Checked<T> {
+  private async checked<T>(check: () => Promise<T | null>, what: object): Promise<Checked<T>> {
     try {
-      return check();
+      return await check();
     } catch (err) {
       this.logFailure('check', { ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
       this.stamps = { credentials: undefined, devices: undefined };
@@ -198,9 +211,9 @@ export class DeviceHub implements PushHub {
    * only repeats a push or leaves a status stale, so it is logged (at most every 10 s) and
    * skipped. Returns undefined when it failed.
    */
-  private stored<T>(what: string, write: () => T): T | undefined {
+  private async stored<T>(what: string, write: () => Promise<T>): Promise<T | undefined> {
     try {
-      return write();
+      return await write();
     } catch (err) {
       this.logFailure('write', { err, write: what }, 'a delivery write failed; pushes stay pending and are sent again');
       return undefined;
@@ -224,18 +237,18 @@ export class DeviceHub implements PushHub {
   private presence(deviceId: number, status: 'online' | 'offline', at: string | null): void {
     this.presenceQueue.set(deviceId, { status, at });
     if (this.presenceQueue.size > 1) return;
-    setTimeout(() => this.writePresence(), PRESENCE_BATCH_MS).unref();
+    setTimeout(() => void this.writePresence(), PRESENCE_BATCH_MS).unref();
   }
 
-  private writePresence(): void {
+  private async writePresence(): Promise<void> {
     const batch = [...this.presenceQueue];
     this.presenceQueue.clear();
-    this.stored('status', () => this.store.setStatuses(batch.map(([deviceId, p]) => ({ deviceId, ...p }))));
+    await this.stored('status', () => this.store.setStatuses(batch.map(([deviceId, p]) => ({ deviceId, ...p }))));
   }
 
   /** The device exists and is enabled: it may open a socket. */
-  enabled(deviceId: number): boolean {
-    return this.access.enabled([deviceId]).has(deviceId);
+  async enabled(deviceId: number): Promise<boolean> {
+    return (await this.access.enabled([deviceId])).has(deviceId);
   }
 
   /**
@@ -250,7 +263,18 @@ export class DeviceHub implements PushHub {
       this.conns.delete(deviceId);
       old.ws.close(CLOSE.replaced, 'replaced by a newer connection');
     }
-    const conn: DeviceConn = this.conn(ws, { deviceId, check, until, cursor: 0, acked: 0, presenceAt: Date.now(), flushScheduled: false });
+    const conn: DeviceConn = this.conn(ws, {
+      deviceId,
+      check,
+      until,
+      cursor: 0,
+      acked: 0,
+      presenceAt: Date.now(),
+      flushScheduled: false,
+      flushing: false,
+      flushAgain: false,
+      rewind: null,
+    });
     this.conns.set(deviceId, conn);
     this.presenceOf.set(deviceId, true);
     this.presence(deviceId, 'online', this.now());
@@ -265,7 +289,7 @@ export class DeviceHub implements PushHub {
     ws.on('message', (data, isBinary) => this.onDeviceMessage(conn, isBinary ? null : data.toString()));
     ws.on('close', () => this.detach(conn, 'closed'));
     ws.on('error', (err) => this.log.warn({ deviceId, err: err.message }, 'device socket error'));
-    this.stored('flush', () => this.flush(conn));
+    void this.flush(conn);
   }
 
   private detach(conn: DeviceConn, why: string): void {
@@ -277,8 +301,13 @@ export class DeviceHub implements PushHub {
   }
 
   /** A user socket; `check` stands for the credential it was opened with. */
-  attachUser(ws: WebSocket, check: UserCredential): void {
-    const standing = this.checked(check, {});
+  async attachUser(ws: WebSocket, check: UserCredential): Promise<void> {
+    let gone = false;
+    const early = () => (gone = true);
+    ws.once('close', early);
+    const standing = await this.checked(check, {});
+    ws.off('close', early);
+    if (gone || this.closed) return;
     if (standing === null || standing === 'failed') {
       if (standing === null) ws.close(CLOSE.revoked, 'the credential no longer stands');
       else ws.close(CLOSE.internalError, 'the credential could not be checked; try again');
@@ -343,9 +372,10 @@ export class DeviceHub implements PushHub {
     const m = msg as { type?: unknown; pushId?: unknown } | null;
     if (m && m.type === 'ack' && Number.isSafeInteger(m.pushId) && (m.pushId as number) > 0) {
       const upTo = m.pushId as number;
-      const n = this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now()));
-      if (n !== undefined && upTo > conn.acked) conn.acked = Math.min(upTo, conn.cursor);
-      if (n !== undefined && n > 0) this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
+      void this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now())).then((n) => {
+        if (n !== undefined && upTo > conn.acked) conn.acked = Math.min(upTo, conn.cursor);
+        if (n !== undefined && n > 0) this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
+      });
       return;
     }
     this.log.debug({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
@@ -370,16 +400,46 @@ export class DeviceHub implements PushHub {
 
   /**
    * Sends every pending push after the cursor, in order, batch by batch, while less than
-   * PUSH_PAUSE waits to be sent; then again once the device has read some.
+   * PUSH_PAUSE waits to be sent; then again once the device has read some. One flush per socket
+   * at a time: a flush asked for while one runs makes that one go round again when it ends.
+   * Never throws: a failed read or write is logged, and the pushes stay pending.
    */
-  private flush(conn: DeviceConn): void {
+  private async flush(conn: DeviceConn): Promise<void> {
     conn.flushScheduled = false;
-    while (this.conns.get(conn.deviceId) === conn && conn.ws.readyState === conn.ws.OPEN) {
+    if (conn.flushing) {
+      conn.flushAgain = true;
+      return;
+    }
+    conn.flushing = true;
+    try {
+      do {
+        conn.flushAgain = false;
+        await this.stored('flush', () => this.flushBatches(conn));
+      } while (conn.flushAgain && this.live(conn));
+    } finally {
+      conn.flushing = false;
+    }
+  }
+
+  private live(conn: DeviceConn): boolean {
+    return this.conns.get(conn.deviceId) === conn && conn.ws.readyState === conn.ws.OPEN;
+  }
+
+  private async flushBatches(conn: DeviceConn): Promise<void> {
+    while (this.live(conn)) {
+      if (conn.rewind !== null) {
+        conn.cursor = Math.min(conn.cursor, conn.rewind);
+        conn.rewind = null;
+      }
       if (conn.ws.bufferedAmount >= PUSH_PAUSE) {
         this.scheduleFlush(conn, 20);
         return;
       }
-      const rows = this.store.pendingAfter(conn.deviceId, conn.cursor, this.opts.batch);
+      const from = conn.cursor;
+      const rows = await this.store.pendingAfter(conn.deviceId, from, this.opts.batch);
+      // while reading, the socket may have closed, or an ack timeout asked to start again
+      if (!this.live(conn)) return;
+      if (conn.rewind !== null) continue;
       if (rows.length === 0) return;
       const sent: number[] = [];
       for (const row of rows) {
@@ -388,7 +448,7 @@ export class DeviceHub implements PushHub {
         conn.cursor = row.pushId;
         sent.push(row.eventId);
       }
-      if (sent.length > 0) this.stored('sent', () => this.store.markSent(sent, this.now()));
+      if (sent.length > 0) void this.stored('sent', () => this.store.markSent(sent, this.now()));
       if (sent.length < rows.length) {
         this.scheduleFlush(conn, 20);
         return;
@@ -400,7 +460,7 @@ export class DeviceHub implements PushHub {
   private scheduleFlush(conn: DeviceConn, delayMs = 0): void {
     if (conn.flushScheduled) return;
     conn.flushScheduled = true;
-    const run = () => this.stored('flush', () => this.flush(conn));
+    const run = () => void this.flush(conn);
     if (delayMs > 0) setTimeout(run, delayMs).unref();
     else setImmediate(run);
   }
@@ -413,13 +473,18 @@ export class DeviceHub implements PushHub {
       if (conn) this.scheduleFlush(conn);
     }
     if (this.users.size === 0) return;
+    this.userFanOut = this.userFanOut.then(() => this.toUsers(events));
+  }
+
+  /** one batch of events to the user sockets that reach their devices */
+  private async toUsers(events: readonly EventView[]): Promise<void> {
     // a change of permissions (or a credential withdrawn) applies from this batch on
-    this.checkCredentials();
+    await this.checkCredentials();
     const deviceIds = [...new Set(events.map((e) => e.deviceId))];
     for (const group of [...this.users.values()]) {
       let mine: readonly EventView[];
       try {
-        const reached = this.access.reached(group.user, deviceIds);
+        const reached = await this.access.reached(group.user, deviceIds);
         mine = reached === 'all' ? events : events.filter((e) => reached.has(e.deviceId));
       } catch (err) {
         this.log.error({ userId: group.user.id, err }, 'could not tell which events a user reaches; its sockets miss them');
@@ -457,27 +522,47 @@ export class DeviceHub implements PushHub {
    * (are they enabled), then each credential. A user socket's group takes the user as stored
    * now, so what it receives next is decided on the current record.
    */
-  checkCredentials(): void {
+  checkCredentials(): Promise<void> {
+    if (this.credentialCheck) {
+      this.credentialRecheck = true;
+      return this.credentialCheck;
+    }
+    const run = async () => {
+      try {
+        do {
+          this.credentialRecheck = false;
+          await this.checkCredentialsOnce();
+        } while (this.credentialRecheck);
+      } finally {
+        this.credentialCheck = null;
+      }
+    };
+    this.credentialCheck = run();
+    return this.credentialCheck;
+  }
+
+  private async checkCredentialsOnce(): Promise<void> {
     if (this.closed || (this.conns.size === 0 && this.users.size === 0)) return;
-    const stamps = this.checked(() => ({ credentials: this.access.credentialsStamp(), devices: this.access.devicesStamp() }), {});
+    const stamps = await this.checked(async () => ({ credentials: this.access.credentialsStamp(), devices: await this.access.devicesStamp() }), {});
     if (stamps === null || stamps === 'failed') return;
     const credentialsMoved = stamps.credentials !== this.stamps.credentials;
     const devicesMoved = credentialsMoved || stamps.devices !== this.stamps.devices;
     this.stamps = stamps;
     const now = this.clock.now().getTime();
     const due = [...this.conns.values()].filter((conn) => devicesMoved || conn.until <= now);
-    const enabled = due.length === 0 ? null : this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
+    const enabled = due.length === 0 ? null : await this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
     if (enabled !== null && enabled !== 'failed') {
       for (const conn of due) {
         const tokenDue = credentialsMoved || conn.until <= now;
-        const stands = enabled.has(conn.deviceId) && (!tokenDue || this.checked(conn.check, { deviceId: conn.deviceId }));
-        if (stands === false) this.end(conn, CLOSE.revoked, 'the device token was revoked or expired, or the device disabled or deleted');
+        const stands = enabled.has(conn.deviceId) && (!tokenDue || (await this.checked(conn.check, { deviceId: conn.deviceId })));
+        if (stands === false && !conn.ended) this.end(conn, CLOSE.revoked, 'the device token was revoked or expired, or the device disabled or deleted');
       }
     }
     for (const group of [...this.users.values()]) {
       for (const conn of [...group.conns]) {
         if (!credentialsMoved && conn.until > now) continue;
-        const standing = this.checked(conn.check, { userId: conn.userId });
+        const standing = await this.checked(conn.check, { userId: conn.userId });
+        if (conn.ended) continue;
         if (standing === null) this.end(conn, CLOSE.revoked, 'the credential no longer stands');
         else if (standing !== 'failed') {
           conn.until = standing.until;
@@ -534,13 +619,13 @@ export class DeviceHub implements PushHub {
       this.expiring = false;
       if (expired > 0) this.log.warn({ expired }, 'pushes expired undelivered');
     };
-    const step = () => {
+    const step = async () => {
       try {
         if (!this.closed) {
-          const r = this.store.expireStep(cutoff);
+          const r = await this.store.expireStep(cutoff);
           expired += r.expired;
           if (r.more) {
-            setImmediate(step);
+            setImmediate(() => void step());
             return;
           }
         }
@@ -549,27 +634,33 @@ export class DeviceHub implements PushHub {
       }
       done();
     };
-    step();
+    void step();
   }
 
   /**
    * Restart sending where the oldest unacked push waited too long; close any socket whose
    * client has stopped reading (more than SEND_BUFFER_MAX waiting: its pushes stay PENDING).
    */
-  sweep(): void {
-    const now = this.clock.now().getTime();
-    for (const conn of [...this.conns.values()]) {
-      if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
-      if (conn.cursor === 0 || conn.acked >= conn.cursor) continue; // nothing sent, or all of it acknowledged
-      const oldest = this.stored('resend', () => this.store.oldestUnacked(conn.deviceId, conn.cursor));
-      if (!oldest || oldest.lastSentAt === null) continue;
-      if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
-        this.log.info({ deviceId: conn.deviceId, fromPushId: oldest.id }, 'ack timeout: resending from the oldest unacked push');
-        conn.cursor = oldest.id - 1;
-        this.stored('flush', () => this.flush(conn));
+  async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      const now = this.clock.now().getTime();
+      for (const conn of [...this.conns.values()]) {
+        if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
+        if (conn.cursor === 0 || conn.acked >= conn.cursor) continue; // nothing sent, or all of it acknowledged
+        const oldest = await this.stored('resend', () => this.store.oldestUnacked(conn.deviceId, conn.cursor));
+        if (!oldest || oldest.lastSentAt === null || !this.live(conn)) continue;
+        if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
+          this.log.info({ deviceId: conn.deviceId, fromPushId: oldest.id }, 'ack timeout: resending from the oldest unacked push');
+          conn.rewind = oldest.id - 1;
+          void this.flush(conn);
+        }
       }
+      for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.overBound(conn, { userId: conn.userId });
+    } finally {
+      this.sweeping = false;
     }
-    for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.overBound(conn, { userId: conn.userId });
   }
 
   async close(): Promise<void> {
@@ -578,6 +669,6 @@ export class DeviceHub implements PushHub {
     for (const conn of [...this.conns.values()]) this.end(conn, CLOSE.shutdown, 'server shutting down');
     for (const group of [...this.users.values()]) for (const conn of [...group.conns]) this.end(conn, CLOSE.shutdown, 'server shutting down');
     this.users.clear();
-    this.writePresence(); // before the database closes
+    await this.writePresence(); // before the database closes
   }
 }

@@ -10,31 +10,31 @@ export class Access {
   }
 
   /** caller may read/administer `target` (self, admin, or its manager) */
-  canSeeUser(caller: UserRecord, targetId: number): boolean {
-    return caller.administrator || caller.id === targetId || (this.isManager(caller) && this.identity.manages(caller.id, targetId));
+  async canSeeUser(caller: UserRecord, targetId: number): Promise<boolean> {
+    return caller.administrator || caller.id === targetId || (this.isManager(caller) && (await this.identity.manages(caller.id, targetId)));
   }
 
   /** caller administers `target`: admin, or a manager of it (never of an administrator) */
-  canManageUser(caller: UserRecord, target: UserRecord): boolean {
+  async canManageUser(caller: UserRecord, target: UserRecord): Promise<boolean> {
     if (caller.administrator) return true;
-    return this.isManager(caller) && !target.administrator && this.identity.manages(caller.id, target.id);
+    return this.isManager(caller) && !target.administrator && (await this.identity.manages(caller.id, target.id));
   }
 
   /** user ids whose links the caller sees (itself and its managed users) */
-  visibleOwnerIds(caller: UserRecord): number[] {
-    return this.isManager(caller) ? [caller.id, ...this.identity.managedUserIds(caller.id)] : [caller.id];
+  async visibleOwnerIds(caller: UserRecord): Promise<number[]> {
+    return this.isManager(caller) ? [caller.id, ...(await this.identity.managedUserIds(caller.id))] : [caller.id];
   }
 
-  reachesDevice(caller: UserRecord, deviceId: number): boolean {
+  async reachesDevice(caller: UserRecord, deviceId: number): Promise<boolean> {
     return caller.administrator || this.identity.reachesDevice(caller.id, deviceId);
   }
 
   /** which of `deviceIds` the caller reaches now ('all' for an administrator), in one query */
-  reachedAmong(caller: UserRecord, deviceIds: readonly number[]): ReadonlySet<number> | 'all' {
+  async reachedAmong(caller: UserRecord, deviceIds: readonly number[]): Promise<ReadonlySet<number> | 'all'> {
     return caller.administrator ? 'all' : this.identity.devicesReachedAmong(caller.id, deviceIds);
   }
 
-  reachesIncident(caller: UserRecord, incidentId: number): boolean {
+  async reachesIncident(caller: UserRecord, incidentId: number): Promise<boolean> {
     return caller.administrator || this.identity.reachesIncident(caller.id, incidentId);
   }
 }

@@ -21,11 +21,15 @@ const SESSION_TOUCH_MS = 60 * 1000;
 const BASIC_CACHE_MAX = 1000;
 
 // scrypt costs ~50 ms by design; a CAD using Basic on every call must not pay it each time.
-// A verified (email, password) pair is remembered by its hash, tied to the stored password
-// hash, so a password change or a wrong password is never served from the cache.
+// A verified (email, password) pair is remembered by its hash, with the user as read then and
+// the identity generation it was read at: while the generation stands, the user is unchanged
+// (every change to a user moves it), so a hit is answered without a read; after, the user is
+// read again and must still have the password hash that was verified.
 interface BasicCacheEntry {
   userId: number;
   passwordHash: string;
+  user: UserRecord;
+  generation: number;
 }
 
 export type MintResult = { ok: true; token: string; record: TokenRecord } | { ok: false; reason: 'past' | 'invalid' };
@@ -38,15 +42,10 @@ interface TokenCacheEntry {
   impersonator: UserRecord | null;
 }
 
-/** a write that may be lost (a session's last-seen time, an expired session's row) */
-function bestEffort(write: () => void, isUnavailable: (err: unknown) => boolean): void {
-  try {
-    write();
-  } catch (err) {
-    if (!isUnavailable(err)) throw err;
-  }
-}
 const TOKEN_CACHE_MAX = 10_000;
+
+/** an answer now when it is known now (a cache hit), else a promise of it */
+export type Soon<T> = T | Promise<T>;
 
 export class Authenticator {
   private readonly basicCache = new Map<string, BasicCacheEntry>();
@@ -68,6 +67,15 @@ export class Authenticator {
     return user.expirationTime === null || Date.parse(user.expirationTime) > this.clock.now().getTime();
   }
 
+  /** a write that may be lost (a session's last-seen time, an expired session's row) */
+  private async bestEffort(write: Promise<unknown>): Promise<void> {
+    try {
+      await write;
+    } catch (err) {
+      if (!this.isUnavailable(err)) throw err;
+    }
+  }
+
   // Checks being hashed, by the same key as the cache: identical checks in flight (a client's
   // parallel calls with the same Basic credentials) share one hash.
   private readonly checking = new Map<string, Promise<UserRecord | null>>();
@@ -80,11 +88,9 @@ export class Authenticator {
   checkPassword(email: string, password: string): Promise<UserRecord | null> {
     const emailKey = email.trim().toLowerCase();
     const cacheKey = sha256(`${emailKey}\u0000${password}`);
-    const cached = this.cachedCheck(emailKey, cacheKey);
-    if (cached !== undefined) return Promise.resolve(cached);
     const inFlight = this.checking.get(cacheKey);
     if (inFlight) return inFlight;
-    const check = this.hashCheck(email, emailKey, password, cacheKey);
+    const check = this.check(email, emailKey, password, cacheKey);
     this.checking.set(cacheKey, check);
     const done = () => {
       this.checking.delete(cacheKey);
@@ -93,22 +99,35 @@ export class Authenticator {
     return check;
   }
 
+  private async check(email: string, emailKey: string, password: string, cacheKey: string): Promise<UserRecord | null> {
+    const cached = await this.cachedCheck(emailKey, cacheKey);
+    if (cached !== undefined) return cached;
+    return this.hashCheck(email, emailKey, password, cacheKey);
+  }
+
   /**
-   * The answer for credentials verified before (undefined when they were not), without a hash
-   * and without an await: a caller that counted an attempt can settle it in the same turn, so
-   * that many parallel calls with the same right credentials never pile up as attempts.
+   * The answer for credentials verified before while nothing changed since (undefined when it
+   * is not known without a read), without a hash and without an await: a caller that counted
+   * an attempt can settle it in the same turn, so that many parallel calls with the same right
+   * credentials never pile up as attempts.
    */
   cachedPassword(email: string, password: string): UserRecord | null | undefined {
     const emailKey = email.trim().toLowerCase();
-    return this.cachedCheck(emailKey, sha256(`${emailKey}\u0000${password}`));
+    const cached = this.basicCache.get(sha256(`${emailKey}\u0000${password}`));
+    if (!cached || cached.generation !== this.identity.generation) return undefined;
+    return this.usable(cached.user) ? cached.user : null;
   }
 
-  private cachedCheck(emailKey: string, cacheKey: string): UserRecord | null | undefined {
+  private async cachedCheck(emailKey: string, cacheKey: string): Promise<UserRecord | null | undefined> {
     const cached = this.basicCache.get(cacheKey);
     if (!cached) return undefined;
-    const user = this.identity.userById(cached.userId);
+    const generation = this.identity.generation;
+    const user = cached.generation === generation ? cached.user : await this.identity.userById(cached.userId);
     // the same user, still under this email, still with this password
-    if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) return this.usable(user) ? user : null;
+    if (user && user.emailKey === emailKey && user.passwordHash === cached.passwordHash) {
+      if (cached.generation !== generation) this.basicCache.set(cacheKey, { ...cached, user, generation });
+      return this.usable(user) ? user : null;
+    }
     this.basicCache.delete(cacheKey);
     return undefined;
   }
@@ -119,14 +138,15 @@ export class Authenticator {
   }
 
   private async hashCheck(email: string, emailKey: string, password: string, cacheKey: string): Promise<UserRecord | null> {
-    const user = this.identity.userByEmail(email);
+    const generation = this.identity.generation;
+    const user = await this.identity.userByEmail(email);
     if (!user) {
       await hashPassword(password, emailKey); // same cost as a real check: no user enumeration by timing
       return null;
     }
     if (!(await verifyPassword(password, user.passwordHash, emailKey))) return null;
     if (this.basicCache.size >= BASIC_CACHE_MAX) this.basicCache.delete(this.basicCache.keys().next().value!);
-    this.basicCache.set(cacheKey, { userId: user.id, passwordHash: user.passwordHash });
+    this.basicCache.set(cacheKey, { userId: user.id, passwordHash: user.passwordHash, user, generation });
     return this.usable(user) ? user : null;
   }
 
@@ -135,8 +155,8 @@ export class Authenticator {
     return user ? { user, method: 'basic', token: null, session: null } : null;
   }
 
-  /** A user token that is known, not revoked, not expired, of a usable user. */
-  userToken(token: string): { user: UserRecord; token: TokenRecord } | null {
+  /** A user token that is known, not revoked, not expired, of a usable user (at once when cached). */
+  userToken(token: string): Soon<{ user: UserRecord; token: TokenRecord } | null> {
     if (!looksLikeSecret(token)) return null;
     const hash = sha256(token);
     const cached = this.tokenCache.get(hash);
@@ -144,14 +164,18 @@ export class Authenticator {
       const live = this.tokenLive(cached.token) && this.usable(cached.user) && (cached.impersonator === null || this.usable(cached.impersonator));
       return live ? { user: cached.user, token: cached.token } : null;
     }
+    return this.readUserToken(hash);
+  }
+
+  private async readUserToken(hash: string): Promise<{ user: UserRecord; token: TokenRecord } | null> {
     const generation = this.identity.generation;
-    const record = this.identity.tokenByHashValue(hash);
+    const record = await this.identity.tokenByHashValue(hash);
     if (!record || record.userId === null || !this.tokenLive(record)) return null;
-    const user = this.identity.userById(record.userId);
+    const user = await this.identity.userById(record.userId);
     if (!user || !this.usable(user)) return null;
     let impersonator: UserRecord | null = null;
     if (record.impersonatorId !== null) {
-      impersonator = this.impersonatorOf(record.impersonatorId, user);
+      impersonator = await this.impersonatorOf(record.impersonatorId, user);
       if (!impersonator) return null;
     }
     if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear();
@@ -165,17 +189,18 @@ export class Authenticator {
    * an administrator nor a manager (GET /session/{id}'s rule). Null once the link that allowed
    * it is gone.
    */
-  private impersonatorOf(impersonatorId: number, user: UserRecord): UserRecord | null {
-    const impersonator = this.identity.userById(impersonatorId);
+  private async impersonatorOf(impersonatorId: number, user: UserRecord): Promise<UserRecord | null> {
+    const impersonator = await this.identity.userById(impersonatorId);
     if (!impersonator || !this.usable(impersonator)) return null;
     if (impersonator.administrator) return impersonator;
-    const manages = impersonator.userLimit !== 0 && !user.administrator && user.userLimit === 0 && this.identity.manages(impersonator.id, user.id);
+    const manages = impersonator.userLimit !== 0 && !user.administrator && user.userLimit === 0 && (await this.identity.manages(impersonator.id, user.id));
     return manages ? impersonator : null;
   }
 
-  bearer(token: string): Principal | null {
+  bearer(token: string): Soon<Principal | null> {
     const hit = this.userToken(token);
-    return hit ? { user: hit.user, method: 'bearer', token: hit.token, session: null } : null;
+    const principal = (h: { user: UserRecord; token: TokenRecord } | null): Principal | null => (h ? { user: h.user, method: 'bearer', token: h.token, session: null } : null);
+    return hit instanceof Promise ? hit.then(principal) : principal(hit);
   }
 
   tokenLive(record: TokenRecord): boolean {
@@ -183,34 +208,34 @@ export class Authenticator {
     return record.expiresAt === null || Date.parse(record.expiresAt) > this.clock.now().getTime();
   }
 
-  session(cookieValue: string): Principal | null {
+  async session(cookieValue: string): Promise<Principal | null> {
     if (!looksLikeSecret(cookieValue)) return null;
-    const session = this.identity.sessionByHashValue(sha256(cookieValue));
+    const session = await this.identity.sessionByHashValue(sha256(cookieValue));
     if (!session) return null;
     const now = this.clock.now().getTime();
     if (Date.parse(session.lastSeenAt) + SESSION_IDLE_MS <= now) {
-      bestEffort(() => this.identity.deleteSession(session.id), this.isUnavailable);
+      await this.bestEffort(this.identity.deleteSession(session.id));
       return null;
     }
     let token: TokenRecord | null = null;
     if (session.tokenId !== null) {
-      token = this.identity.tokenById(session.tokenId) ?? null;
+      token = (await this.identity.tokenById(session.tokenId)) ?? null;
       if (!token || !this.tokenLive(token)) return null;
     }
-    const user = this.identity.userById(session.userId);
+    const user = await this.identity.userById(session.userId);
     if (!user || !this.usable(user)) return null;
-    if (session.impersonatorId !== null && !this.impersonatorOf(session.impersonatorId, user)) return null;
-    if (token?.impersonatorId != null && !this.impersonatorOf(token.impersonatorId, user)) return null;
+    if (session.impersonatorId !== null && !(await this.impersonatorOf(session.impersonatorId, user))) return null;
+    if (token?.impersonatorId != null && !(await this.impersonatorOf(token.impersonatorId, user))) return null;
     // reads keep working on a full disk: the session's last-seen time is written when it can be
-    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) bestEffort(() => this.identity.touchSession(session.id, iso(this.clock.now())), this.isUnavailable);
+    if (Date.parse(session.lastSeenAt) + SESSION_TOUCH_MS <= now) await this.bestEffort(this.identity.touchSession(session.id, iso(this.clock.now())));
     return { user, method: 'session', token, session };
   }
 
   /** Opens a session; returns the cookie value (shown once, stored hashed). */
-  openSession(userId: number, opts: { token?: TokenRecord | null; impersonatorId?: number | null } = {}): string {
+  async openSession(userId: number, opts: { token?: TokenRecord | null; impersonatorId?: number | null } = {}): Promise<string> {
     const value = newSecret();
     // a credential the disk refused to store is never handed out: the error is a 503
-    this.identity.insertSession({
+    await this.identity.insertSession({
       hash: sha256(value),
       userId,
       tokenId: opts.token?.id ?? null,
@@ -220,10 +245,10 @@ export class Authenticator {
     return value;
   }
 
-  closeSession(cookieValue: string): void {
+  async closeSession(cookieValue: string): Promise<void> {
     if (!looksLikeSecret(cookieValue)) return;
-    const session = this.identity.sessionByHashValue(sha256(cookieValue));
-    if (session) this.identity.deleteSession(session.id);
+    const session = await this.identity.sessionByHashValue(sha256(cookieValue));
+    if (session) await this.identity.deleteSession(session.id);
   }
 
   /**
@@ -233,7 +258,7 @@ export class Authenticator {
    * Minted in an impersonation session, the token ends as that session would.
    * A parent revoked since the request was authenticated refuses it (401).
    */
-  mintUserToken(principal: Principal, expiration: string | undefined): MintResult {
+  async mintUserToken(principal: Principal, expiration: string | undefined): Promise<MintResult> {
     const now = this.clock.now().getTime();
     let expiresAt: number;
     if (expiration === undefined) {
@@ -248,7 +273,7 @@ export class Authenticator {
     const token = newSecret();
     const parent = principal.token;
     const impersonatorId = principal.session?.impersonatorId ?? parent?.impersonatorId ?? null;
-    const record = this.insertChild(parent, {
+    const record = await this.insertChild(parent, {
       hash: sha256(token),
       userId: principal.user.id,
       impersonatorId,
@@ -263,39 +288,39 @@ export class Authenticator {
    * user token would be: revoked with it and expiring with it (a stolen short-lived token
    * cannot turn into a device credential that never ends).
    */
-  mintDeviceToken(deviceId: number, principal: Principal): string {
+  async mintDeviceToken(deviceId: number, principal: Principal): Promise<string> {
     const token = newSecret();
     const parent = principal.token;
-    this.insertChild(parent, { hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: parent?.expiresAt ?? null });
+    await this.insertChild(parent, { hash: sha256(token), deviceId, createdAt: iso(this.clock.now()), expiresAt: parent?.expiresAt ?? null });
     return token;
   }
 
   /** stores a token minted under `parent` (if any), if `parent` is still live where it is written */
-  private insertChild(parent: TokenRecord | null, values: NewToken): TokenRecord {
-    return this.identity.transaction(() => {
+  private insertChild(parent: TokenRecord | null, values: NewToken): Promise<TokenRecord> {
+    return this.identity.transaction(async (tx) => {
       // decided where the child is written: a parent revoked meanwhile has no live children
       if (parent) {
-        const current = this.identity.tokenById(parent.id);
+        const current = await tx.tokenById(parent.id);
         if (!current || !this.tokenLive(current)) throw refuse.unauthorized('The token this request was authenticated with was revoked or has expired.');
       }
-      return this.identity.insertToken({ ...values, parentId: parent?.id ?? null });
+      return tx.insertToken({ ...values, parentId: parent?.id ?? null });
     });
   }
 
   /** The device a live device token belongs to. */
-  deviceForToken(token: string): number | null {
+  async deviceForToken(token: string): Promise<number | null> {
     if (!looksLikeSecret(token)) return null;
-    const record = this.identity.tokenByHashValue(sha256(token));
+    const record = await this.identity.tokenByHashValue(sha256(token));
     if (!record || record.deviceId === null || !this.tokenLive(record)) return null;
     return record.deviceId;
   }
 
   /** Revokes by token value: 'revoked' (also when it already was) or 'unknown'. */
-  revoke(token: string): 'revoked' | 'unknown' {
+  async revoke(token: string): Promise<'revoked' | 'unknown'> {
     if (!looksLikeSecret(token)) return 'unknown';
-    const record = this.identity.tokenByHashValue(sha256(token));
+    const record = await this.identity.tokenByHashValue(sha256(token));
     if (!record) return 'unknown';
-    this.identity.revokeToken(record.id, iso(this.clock.now()));
+    await this.identity.revokeToken(record.id, iso(this.clock.now()));
     return 'revoked';
   }
 }

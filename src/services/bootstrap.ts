@@ -9,13 +9,13 @@ export async function bootstrapAdministrator(
   opts: { email: string | undefined; password: string | undefined },
   log: { info(fields: object, message: string): void; warn(fields: object, message: string): void },
 ): Promise<void> {
-  if (identity.countUsers() > 0) return;
+  if ((await identity.countUsers()) > 0) return;
   const email = opts.email ?? 'admin';
   const generated = opts.password === undefined;
   const password = opts.password ?? randomBytes(18).toString('base64url');
   const passwordHash = await hashPassword(password);
-  if (identity.countUsers() > 0) return;
-  const user = identity.insertUser({ name: 'Administrator', email, passwordHash, administrator: true, userLimit: -1, deviceLimit: -1 });
+  if ((await identity.countUsers()) > 0) return;
+  const user = await identity.insertUser({ name: 'Administrator', email, passwordHash, administrator: true, userLimit: -1, deviceLimit: -1 });
   if (generated) {
     // printed once, on purpose: there is no other way to learn it
     log.warn({ userId: user.id, email }, `first start: administrator created with generated password: ${password}`);

@@ -23,10 +23,10 @@ function uniqueIdTaken(): Refused {
 }
 
 /** 403 unless the user may create one more device (administrators always may) */
-function mayCreateDevice(user: UserRecord, owned: () => number): void {
+async function mayCreateDevice(user: UserRecord, owned: () => Promise<number>): Promise<void> {
   if (user.administrator) return;
   if (user.deviceReadonly) throw refuse.forbidden('This user may not create devices (deviceReadonly).');
-  if (user.deviceLimit !== -1 && owned() >= user.deviceLimit) {
+  if (user.deviceLimit !== -1 && (await owned()) >= user.deviceLimit) {
     throw refuse.forbidden(`This user's deviceLimit (${user.deviceLimit}) is reached.`);
   }
 }
@@ -51,10 +51,10 @@ export class DeviceService {
   ) {}
 
   /** the device, after 404 and 403 checks, for a caller that may change it */
-  private deviceFor(p: Principal, id: number, change: boolean): DeviceRecord {
-    const device = this.identity.deviceById(id);
+  private async deviceFor(p: Principal, id: number, change: boolean): Promise<DeviceRecord> {
+    const device = await this.identity.deviceById(id);
     if (!device) throw refuse.notFound(`No device ${id}.`);
-    if (!this.access.reachesDevice(p.user, id)) throw refuse.forbidden('You do not have access to this device.');
+    if (!(await this.access.reachesDevice(p.user, id))) throw refuse.forbidden('You do not have access to this device.');
     if (change) {
       requireWritable(p);
       if (p.user.deviceReadonly && !p.user.administrator) throw refuse.forbidden('This user may not change devices (deviceReadonly).');
@@ -68,41 +68,41 @@ export class DeviceService {
    * devices (deviceLimit 0) may not rename one either, and a non-administrator may rename only
    * a device that no user outside its reach (itself and the users it manages) is linked to.
    */
-  private mayRename(p: Principal, device: DeviceRecord): void {
+  private async mayRename(p: Principal, device: DeviceRecord): Promise<void> {
     const me = p.user;
     if (me.administrator) return;
     if (me.deviceLimit === 0) throw refuse.forbidden('This user may not rename devices (its deviceLimit is 0): a device name decides which incidents alert it.');
-    const mine = new Set(this.access.visibleOwnerIds(me));
-    if (this.identity.deviceOwners(device.id).some((owner) => !mine.has(owner))) {
+    const mine = new Set(await this.access.visibleOwnerIds(me));
+    if ((await this.identity.deviceOwners(device.id)).some((owner) => !mine.has(owner))) {
       throw refuse.forbidden('This device is also linked to users you do not manage: only an administrator may rename it.');
     }
   }
 
-  list(me: UserRecord, query: { userId?: number | undefined; uniqueId?: string | undefined }): DeviceRecord[] {
+  async list(me: UserRecord, query: { userId?: number | undefined; uniqueId?: string | undefined }): Promise<DeviceRecord[]> {
     const { userId, uniqueId } = query;
     if (userId !== undefined) {
-      if (!this.access.canSeeUser(me, userId)) throw refuse.forbidden('You may not list the devices of that user.');
+      if (!(await this.access.canSeeUser(me, userId))) throw refuse.forbidden('You may not list the devices of that user.');
       return this.identity.listDevices({ ownerIds: [userId], uniqueId });
     }
-    const ownerIds = me.administrator ? undefined : this.access.visibleOwnerIds(me);
+    const ownerIds = me.administrator ? undefined : await this.access.visibleOwnerIds(me);
     return this.identity.listDevices({ ...(ownerIds ? { ownerIds } : {}), uniqueId });
   }
 
-  get(p: Principal, id: number): DeviceRecord {
+  get(p: Principal, id: number): Promise<DeviceRecord> {
     return this.deviceFor(p, id, false);
   }
 
-  create(p: Principal, body: DeviceFields): DeviceRecord {
+  async create(p: Principal, body: DeviceFields): Promise<DeviceRecord> {
     requireWritable(p);
     const me = p.user;
     try {
-      return this.identity.transaction(() => {
+      return await this.identity.transaction(async (tx) => {
         // the user and its limit as they are where the device is written, not as authenticated
-        const creator = this.identity.userById(me.id);
+        const creator = await tx.userById(me.id);
         if (!creator) throw refuse.unauthorized();
-        mayCreateDevice(creator, () => this.identity.countDevicesOf(creator.id));
-        const d = this.identity.insertDevice(writable(body));
-        this.identity.linkDevice(creator.id, d.id);
+        await mayCreateDevice(creator, () => tx.countDevicesOf(creator.id));
+        const d = await tx.insertDevice(writable(body));
+        await tx.linkDevice(creator.id, d.id);
         return d;
       });
     } catch (err) {
@@ -111,36 +111,36 @@ export class DeviceService {
     }
   }
 
-  update(p: Principal, id: number, body: DeviceFields): DeviceRecord {
-    const device = this.deviceFor(p, id, true);
+  async update(p: Principal, id: number, body: DeviceFields): Promise<DeviceRecord> {
+    const device = await this.deviceFor(p, id, true);
     const changes = writable(body);
-    if (changes.nameKey !== device.nameKey) this.mayRename(p, device);
+    if (changes.nameKey !== device.nameKey) await this.mayRename(p, device);
     try {
-      return this.identity.updateDevice(device.id, changes);
+      return await this.identity.updateDevice(device.id, changes);
     } catch (err) {
       if (err instanceof UniqueViolation) throw uniqueIdTaken();
       throw err;
     }
   }
 
-  delete(p: Principal, id: number): DeviceRecord {
-    const device = this.deviceFor(p, id, true);
-    this.identity.deleteDevice(device.id);
+  async delete(p: Principal, id: number): Promise<DeviceRecord> {
+    const device = await this.deviceFor(p, id, true);
+    await this.identity.deleteDevice(device.id);
     this.bus.publish('deviceGone', device.id);
     return device;
   }
 
-  mintToken(p: Principal, id: number): { device: DeviceRecord; token: string } {
-    const device = this.deviceFor(p, id, false);
+  async mintToken(p: Principal, id: number): Promise<{ device: DeviceRecord; token: string }> {
+    const device = await this.deviceFor(p, id, false);
     requireWritable(p);
-    return { device, token: this.auth.mintDeviceToken(device.id, p) };
+    return { device, token: await this.auth.mintDeviceToken(device.id, p) };
   }
 
   /** how many tokens were revoked */
-  revokeTokens(p: Principal, id: number): { device: DeviceRecord; revoked: number } {
-    const device = this.deviceFor(p, id, false);
+  async revokeTokens(p: Principal, id: number): Promise<{ device: DeviceRecord; revoked: number }> {
+    const device = await this.deviceFor(p, id, false);
     requireWritable(p);
-    const revoked = this.identity.revokeDeviceTokens(device.id, new Date(this.clock.now()).toISOString());
+    const revoked = await this.identity.revokeDeviceTokens(device.id, new Date(this.clock.now()).toISOString());
     this.bus.publish('deviceGone', device.id);
     return { device, revoked };
   }

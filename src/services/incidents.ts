@@ -130,14 +130,14 @@ export class IncidentService {
    * The incidents a caller lists: its own; with `all`, an administrator's are everyone's and a
    * manager's its own and its managed users'; `userId` names one user the caller may see.
    */
-  list(caller: UserRecord, query: Omit<ListFilter, 'ownerIds'> & { all?: boolean | undefined; userId?: number | undefined }): Promise<{ incidents: Incident[]; more: boolean }> {
+  async list(caller: UserRecord, query: Omit<ListFilter, 'ownerIds'> & { all?: boolean | undefined; userId?: number | undefined }): Promise<{ incidents: Incident[]; more: boolean }> {
     const { all, userId, ...filter } = query;
-    return this.store.list({ ...filter, ownerIds: this.ownerIds(caller, all, userId) });
+    return this.store.list({ ...filter, ownerIds: await this.ownerIds(caller, all, userId) });
   }
 
-  private ownerIds(me: UserRecord, all: boolean | undefined, userId: number | undefined): readonly number[] | null {
+  private async ownerIds(me: UserRecord, all: boolean | undefined, userId: number | undefined): Promise<readonly number[] | null> {
     if (userId !== undefined) {
-      if (!this.access.canSeeUser(me, userId)) throw refuse.forbidden('You may only list the incidents of yourself or users you manage.');
+      if (!(await this.access.canSeeUser(me, userId))) throw refuse.forbidden('You may only list the incidents of yourself or users you manage.');
       return [userId];
     }
     if (all && me.administrator) return null;
@@ -146,7 +146,7 @@ export class IncidentService {
   }
 
   /** events of the devices the caller sees (all of them for an administrator) */
-  events(caller: UserRecord, filter: Omit<EventFilter, 'ownerIds'>): Promise<EventView[]> {
-    return this.store.events({ ...filter, ownerIds: caller.administrator ? null : this.access.visibleOwnerIds(caller) });
+  async events(caller: UserRecord, filter: Omit<EventFilter, 'ownerIds'>): Promise<EventView[]> {
+    return this.store.events({ ...filter, ownerIds: caller.administrator ? null : await this.access.visibleOwnerIds(caller) });
   }
 }

@@ -20,35 +20,35 @@ export class PermissionService {
   private async check(p: Principal, link: Link): Promise<void> {
     const { identity, access } = this;
     const me = p.user;
-    const owner = identity.userById(link.userId);
+    const owner = await identity.userById(link.userId);
     if (!owner) throw refuse.notFound(`No user ${link.userId}.`);
     const exists =
-      link.kind === 'device' ? identity.deviceById(link.id) : link.kind === 'managedUser' ? identity.userById(link.id) : await this.incidents.exists(link.id);
+      link.kind === 'device' ? await identity.deviceById(link.id) : link.kind === 'managedUser' ? await identity.userById(link.id) : await this.incidents.exists(link.id);
     if (!exists) throw refuse.notFound(`No ${link.kind === 'managedUser' ? 'user' : link.kind} ${link.id}.`);
     requireWritable(p);
     if (me.administrator) return;
-    const ownsUser = owner.id === me.id || (access.isManager(me) && identity.manages(me.id, owner.id));
+    const ownsUser = owner.id === me.id || (access.isManager(me) && (await identity.manages(me.id, owner.id)));
     if (!ownsUser) throw refuse.forbidden('You may only link yourself or users you manage.');
     const reaches =
       link.kind === 'device'
-        ? access.reachesDevice(me, link.id)
+        ? await access.reachesDevice(me, link.id)
         : link.kind === 'incident'
-          ? access.reachesIncident(me, link.id)
-          : access.isManager(me) && identity.manages(me.id, link.id) && owner.id !== link.id;
+          ? await access.reachesIncident(me, link.id)
+          : access.isManager(me) && owner.id !== link.id && (await identity.manages(me.id, link.id));
     if (!reaches) throw refuse.forbidden(`You do not have access to that ${link.kind === 'managedUser' ? 'user' : link.kind}.`);
   }
 
   async grant(p: Principal, link: Link): Promise<void> {
     await this.check(p, link);
-    if (link.kind === 'device') this.identity.linkDevice(link.userId, link.id);
-    else if (link.kind === 'managedUser') this.identity.linkManagedUser(link.userId, link.id);
-    else this.identity.linkIncident(link.userId, link.id);
+    if (link.kind === 'device') await this.identity.linkDevice(link.userId, link.id);
+    else if (link.kind === 'managedUser') await this.identity.linkManagedUser(link.userId, link.id);
+    else await this.identity.linkIncident(link.userId, link.id);
   }
 
   async remove(p: Principal, link: Link): Promise<void> {
     await this.check(p, link);
-    if (link.kind === 'device') this.identity.unlinkDevice(link.userId, link.id);
-    else if (link.kind === 'managedUser') this.identity.unlinkManagedUser(link.userId, link.id);
-    else this.identity.unlinkIncident(link.userId, link.id);
+    if (link.kind === 'device') await this.identity.unlinkDevice(link.userId, link.id);
+    else if (link.kind === 'managedUser') await this.identity.unlinkManagedUser(link.userId, link.id);
+    else await this.identity.unlinkIncident(link.userId, link.id);
   }
 }

@@ -15,10 +15,10 @@ export class SessionService {
   ) {}
 
   /** GET /session?token=: a session opened with a live user token; the cookie value */
-  openWithToken(token: string): { user: UserRecord; cookie: string } {
-    const hit = this.auth.userToken(token);
+  async openWithToken(token: string): Promise<{ user: UserRecord; cookie: string }> {
+    const hit = await this.auth.userToken(token);
     if (!hit) throw refuse.unauthorized('The token is not valid, has expired or was revoked.');
-    return { user: hit.user, cookie: this.auth.openSession(hit.user.id, { token: hit.token }) };
+    return { user: hit.user, cookie: await this.auth.openSession(hit.user.id, { token: hit.token }) };
   }
 
   /**
@@ -27,22 +27,22 @@ export class SessionService {
    * session opened from a token does). Its impersonator is whoever started the chain: a session
    * opened from an impersonated session keeps the original impersonator, so it ends with that user.
    */
-  openAs(p: Principal, id: number): { user: UserRecord; cookie: string; impersonatorId: number | null } {
+  async openAs(p: Principal, id: number): Promise<{ user: UserRecord; cookie: string; impersonatorId: number | null }> {
     const me = p.user;
-    const target = this.identity.userById(id);
+    const target = await this.identity.userById(id);
     if (!target) throw refuse.notFound(`No user ${id}.`);
     const allowed =
       me.id === target.id ||
       me.administrator ||
-      (this.access.isManager(me) && !target.administrator && target.userLimit === 0 && this.identity.manages(me.id, target.id));
+      (this.access.isManager(me) && !target.administrator && target.userLimit === 0 && (await this.identity.manages(me.id, target.id)));
     if (!allowed) throw refuse.unauthorized('Only an administrator, or the manager of this user, may open a session as it.');
     if (!this.auth.usable(target)) throw refuse.unauthorized('That user is disabled or expired.');
     const impersonatorId = p.session?.impersonatorId ?? (me.id === target.id ? null : me.id);
-    return { user: target, cookie: this.auth.openSession(target.id, { token: p.token, impersonatorId }), impersonatorId };
+    return { user: target, cookie: await this.auth.openSession(target.id, { token: p.token, impersonatorId }), impersonatorId };
   }
 
-  mintToken(p: Principal, expiration: string | undefined): { token: string; record: TokenRecord } {
-    const result = this.auth.mintUserToken(p, expiration);
+  async mintToken(p: Principal, expiration: string | undefined): Promise<{ token: string; record: TokenRecord }> {
+    const result = await this.auth.mintUserToken(p, expiration);
     if (!result.ok) {
       throw refuse.invalid(result.reason === 'past' ? '`expiration` must be in the future.' : '`expiration` must be an RFC 3339 date-time.', [
         { path: '/body/expiration', message: result.reason === 'past' ? 'must be in the future' : 'must be a date-time' },
@@ -52,21 +52,20 @@ export class SessionService {
   }
 
   /** the caller's tokens, newest first */
-  tokens(me: UserRecord): { id: number; createdAt: string; expiresAt: string | null; revokedAt: string | null; active: boolean }[] {
-    return this.identity
-      .listUserTokens(me.id)
+  async tokens(me: UserRecord): Promise<{ id: number; createdAt: string; expiresAt: string | null; revokedAt: string | null; active: boolean }[]> {
+    return (await this.identity.listUserTokens(me.id))
       .reverse()
       .map((t) => ({ id: t.id, createdAt: t.createdAt, expiresAt: t.expiresAt, revokedAt: t.revokedAt, active: this.auth.tokenLive(t) }));
   }
 
-  revokeTokenById(me: UserRecord, id: number): void {
-    const token = this.identity.tokenById(id);
+  async revokeTokenById(me: UserRecord, id: number): Promise<void> {
+    const token = await this.identity.tokenById(id);
     if (!token || token.userId !== me.id) throw refuse.notFound(`You have no token ${id}.`);
-    this.identity.revokeToken(token.id, this.clock.now().toISOString());
+    await this.identity.revokeToken(token.id, this.clock.now().toISOString());
   }
 
   /** holding a token proves the authority to revoke it; already revoked is fine; unknown is a 400 */
-  revokeToken(value: string): void {
-    if (this.auth.revoke(value) === 'unknown') throw refuse.invalid('No such token.', [{ path: '/body/token', message: 'is not a known token' }]);
+  async revokeToken(value: string): Promise<void> {
+    if ((await this.auth.revoke(value)) === 'unknown') throw refuse.invalid('No such token.', [{ path: '/body/token', message: 'is not a known token' }]);
   }
 }

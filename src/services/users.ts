@@ -91,25 +91,25 @@ export class UserService {
     return u.administrator && !u.readonly && this.auth.usable(u);
   }
 
-  private otherAdministrators(exceptId: number): number {
-    return this.identity.countWorkingAdministrators(this.clock.now().toISOString(), exceptId);
+  private otherAdministrators(identity: IdentityPort, exceptId: number): Promise<number> {
+    return identity.countWorkingAdministrators(this.clock.now().toISOString(), exceptId);
   }
 
-  list(me: UserRecord, userId: number | undefined): UserRecord[] {
+  async list(me: UserRecord, userId: number | undefined): Promise<UserRecord[]> {
     if (userId !== undefined) {
-      if (!me.administrator && !(userId === me.id || (this.access.isManager(me) && this.identity.manages(me.id, userId)))) {
+      if (!me.administrator && !(userId === me.id || (this.access.isManager(me) && (await this.identity.manages(me.id, userId))))) {
         throw refuse.forbidden('Only administrators, or the manager of that user, may list the users it manages.');
       }
-      return this.identity.listUsers(this.identity.managedUserIds(userId));
+      return this.identity.listUsers(await this.identity.managedUserIds(userId));
     }
     if (me.administrator) return this.identity.listUsers();
-    return this.identity.listUsers(this.access.visibleOwnerIds(me));
+    return this.identity.listUsers(await this.access.visibleOwnerIds(me));
   }
 
-  get(me: UserRecord, id: number): UserRecord {
-    const target = this.identity.userById(id);
+  async get(me: UserRecord, id: number): Promise<UserRecord> {
+    const target = await this.identity.userById(id);
     if (!target) throw refuse.notFound(`No user ${id}.`);
-    if (!this.access.canSeeUser(me, target.id)) throw refuse.forbidden('You may not see this user.');
+    if (!(await this.access.canSeeUser(me, target.id))) throw refuse.forbidden('You may not see this user.');
     return target;
   }
 
@@ -119,7 +119,7 @@ export class UserService {
    * Without one in the body: unlimited for a new administrator or manager (only an
    * administrator creates those), else USER_DEFAULT_DEVICE_LIMIT, no more than the creator's.
    */
-  private creationRules(creator: UserRecord, body: UserFields): number {
+  private async creationRules(identity: IdentityPort, creator: UserRecord, body: UserFields): Promise<number> {
     const asked = body.deviceLimit;
     const defaultLimit = body.administrator || (body.userLimit ?? 0) !== 0 ? -1 : this.defaultDeviceLimit;
     if (creator.administrator) return asked ?? defaultLimit;
@@ -127,7 +127,7 @@ export class UserService {
     if (body.administrator || (body.userLimit ?? 0) !== 0) {
       throw refuse.forbidden('Managers create ordinary users only (no administrator, userLimit 0).');
     }
-    if (creator.userLimit !== -1 && this.identity.managedUserIds(creator.id).length >= creator.userLimit) {
+    if (creator.userLimit !== -1 && (await identity.managedUserIds(creator.id)).length >= creator.userLimit) {
       throw refuse.forbidden(`This manager's userLimit (${creator.userLimit}) is reached.`);
     }
     if (asked === undefined) return withinDeviceLimit(defaultLimit, creator.deviceLimit) ? defaultLimit : creator.deviceLimit;
@@ -141,17 +141,17 @@ export class UserService {
     const me = p.user;
     checkEmail(body.email);
     requireWritable(p);
-    this.creationRules(me, body); // refused before the password is hashed, when it can be told now
+    await this.creationRules(this.identity, me, body); // refused before the password is hashed, when it can be told now
     // bounded like a login's check, in the caller's own share of the queue (503 busy when full)
     const passwordHash = await hashPassword(body.password, `set\u0000${me.id}`);
     try {
-      return this.identity.transaction(() => {
+      return await this.identity.transaction(async (tx) => {
         // decided again where the user is written: parallel creates all passed the check above
-        const creator = this.identity.userById(me.id);
+        const creator = await tx.userById(me.id);
         if (!creator) throw refuse.unauthorized();
-        const deviceLimit = this.creationRules(creator, body);
-        const user = this.identity.insertUser({ ...columns(body), deviceLimit, name: body.name, email: body.email, passwordHash });
-        if (!creator.administrator) this.identity.linkManagedUser(creator.id, user.id);
+        const deviceLimit = await this.creationRules(tx, creator, body);
+        const user = await tx.insertUser({ ...columns(body), deviceLimit, name: body.name, email: body.email, passwordHash });
+        if (!creator.administrator) await tx.linkManagedUser(creator.id, user.id);
         return user;
       });
     } catch (err) {
@@ -163,11 +163,11 @@ export class UserService {
   async update(p: Principal, id: number, body: UserFields): Promise<UserRecord> {
     const me = p.user;
     checkEmail(body.email);
-    const target = this.identity.userById(id);
+    const target = await this.identity.userById(id);
     if (!target) throw refuse.notFound(`No user ${id}.`);
     requireWritable(p);
     const isSelf = me.id === target.id;
-    if (!isSelf && !this.access.canManageUser(me, target)) throw refuse.forbidden('You may not change this user.');
+    if (!isSelf && !(await this.access.canManageUser(me, target))) throw refuse.forbidden('You may not change this user.');
     const changes = columns(body);
     if (!me.administrator) {
       for (const field of PRIVILEGED) {
@@ -183,26 +183,26 @@ export class UserService {
     }
     const passwordHash = body.password !== undefined ? await hashPassword(body.password, `set\u0000${me.id}`) : undefined;
     try {
-      return this.identity.transaction(() => {
+      return await this.identity.transaction(async (tx) => {
         // decided on the user as it is now (hashing the password above took time), inside the
         // transaction that writes: the last working administrator may not stop being one, nor
         // be given an expiry, which would end it later
-        const current = this.identity.userById(target.id);
+        const current = await tx.userById(target.id);
         if (!current) throw refuse.notFound(`No user ${target.id}.`);
         const after = { ...current, ...changes };
         const newExpiry = after.expirationTime !== null && after.expirationTime !== current.expirationTime;
         const losesAdministration = this.administers(current) && (!this.administers(after) || newExpiry);
-        if (losesAdministration && this.otherAdministrators(target.id) === 0) {
+        if (losesAdministration && (await this.otherAdministrators(tx, target.id)) === 0) {
           throw new Refused(
             'LAST_ADMINISTRATOR',
             'This is the last working administrator: it cannot be demoted, disabled, made readonly or given an expirationTime.',
           );
         }
-        const user = this.identity.updateUser(target.id, { ...changes, ...(passwordHash ? { passwordHash } : {}) });
-        if (user.disabled && !current.disabled) this.identity.deleteSessionsOf(user.id);
-        else if (passwordHash) this.identity.deleteSessionsOf(user.id, isSelf ? p.session?.id : undefined);
+        const user = await tx.updateUser(target.id, { ...changes, ...(passwordHash ? { passwordHash } : {}) });
+        if (user.disabled && !current.disabled) await tx.deleteSessionsOf(user.id);
+        else if (passwordHash) await tx.deleteSessionsOf(user.id, isSelf ? p.session?.id : undefined);
         // a new password withdraws every credential the old one could have minted
-        if (passwordHash) this.identity.revokeUserTokens(user.id, this.clock.now().toISOString());
+        if (passwordHash) await tx.revokeUserTokens(user.id, this.clock.now().toISOString());
         return user;
       });
     } catch (err) {
@@ -211,17 +211,17 @@ export class UserService {
     }
   }
 
-  delete(p: Principal, id: number): UserRecord {
+  async delete(p: Principal, id: number): Promise<UserRecord> {
     const me = p.user;
-    const target = this.identity.userById(id);
+    const target = await this.identity.userById(id);
     if (!target) throw refuse.notFound(`No user ${id}.`);
     requireWritable(p);
-    if (!this.access.canManageUser(me, target)) throw refuse.forbidden('You may not delete this user.');
-    this.identity.transaction(() => {
-      if (this.administers(target) && this.otherAdministrators(target.id) === 0) {
+    if (!(await this.access.canManageUser(me, target))) throw refuse.forbidden('You may not delete this user.');
+    await this.identity.transaction(async (tx) => {
+      if (this.administers(target) && (await this.otherAdministrators(tx, target.id)) === 0) {
         throw new Refused('LAST_ADMINISTRATOR', 'This is the last working administrator: it cannot be deleted.');
       }
-      this.identity.deleteUser(target.id);
+      await tx.deleteUser(target.id);
     });
     return target;
   }

@@ -6,7 +6,7 @@
 import { setPasswordCheckLimits } from '../../src/services/secrets.js';
 import t, { type Test } from 'tap';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
-import { ADMIN, FakeClock, adminAuth, basic, bearer, createDevice, createUser, json, makeApp, mintToken } from '../fixtures/app.js';
+import { ADMIN, FakeClock, adminAuth, basic, bearer, createDevice, createUser, identityPort, json, makeApp, mintToken } from '../fixtures/app.js';
 import { FORM, PROBLEM_JSON, bearerStatus, cookieOf, cookieStatus, login, putUser, revoke, tempDatabase } from '../fixtures/session.js';
 import { IdentityStore } from '../../src/adapters/sqlite/identity.js';
 import { Authenticator } from '../../src/services/authenticator.js';
@@ -90,7 +90,7 @@ t.test('limits under concurrency (item 4)', async (t) => {
 t.test('credentials that end together (item 7)', async (t) => {
   t.test('when a token is revoked, then the tokens minted with it, with their children and sessions opened from them, stop working', async (t) => {
     const { app, db } = await makeApp(t);
-    const auth = new Authenticator(new IdentityStore(db), new FakeClock(Date.now()), 7);
+    const auth = new Authenticator(identityPort(db), new FakeClock(Date.now()), 7);
     const parent = await mintToken(app, adminAuth());
     const child = await mintToken(app, bearer(parent));
     const grandchild = await mintToken(app, bearer(child));
@@ -98,7 +98,7 @@ t.test('credentials that end together (item 7)', async (t) => {
     const mintDevice = (auth: string) => app.inject({ method: 'POST', url: `/api/devices/${device}/token`, headers: { authorization: auth } }).then((r) => r.body);
     const deviceChild = await mintDevice(bearer(child));
     const deviceOwn = await mintDevice(adminAuth());
-    t.equal(auth.deviceForToken(deviceChild), device, 'a device token minted with the child works before');
+    t.equal(await auth.deviceForToken(deviceChild), device, 'a device token minted with the child works before');
     // a session opened from the child, and a token minted through that session
     const fromChild = cookieOf(await app.inject({ method: 'GET', url: `/api/session?token=${child}` }));
     const viaSession = (await app.inject({ method: 'POST', url: '/api/session/token', headers: { ...FORM, cookie: fromChild }, payload: '' })).body;
@@ -112,8 +112,8 @@ t.test('credentials that end together (item 7)', async (t) => {
     t.equal(await bearerStatus(app, viaSession), 401, 'a token minted through a session opened from the child');
     t.equal(await cookieStatus(app, fromChild), 404, 'the session opened from the child');
     t.equal(await bearerStatus(app, unrelated), 200, 'a token minted with the password is not touched');
-    t.equal(auth.deviceForToken(deviceChild), null, 'a device token minted with the child');
-    t.equal(auth.deviceForToken(deviceOwn), device, 'a device token minted with the password is not touched');
+    t.equal(await auth.deviceForToken(deviceChild), null, 'a device token minted with the child');
+    t.equal(await auth.deviceForToken(deviceOwn), device, 'a device token minted with the password is not touched');
     const listed = json(await call(app, adminAuth(), 'GET', '/api/session/tokens'));
     t.equal(listed.filter((x: { active: boolean }) => x.active).length, 1, 'the token list shows the descendants revoked');
   });
@@ -122,17 +122,17 @@ t.test('credentials that end together (item 7)', async (t) => {
     const { app, db } = await makeApp(t);
     const identity = new IdentityStore(db);
     const clock = new FakeClock();
-    const auth = new Authenticator(identity, clock, 7);
+    const auth = new Authenticator(identityPort(db), clock, 7);
     const parent = await mintToken(app, adminAuth());
-    const principal = auth.bearer(parent);
+    const principal = await auth.bearer(parent);
     if (!principal) return t.fail('the parent authenticates');
     // between authentication (a hook) and the handler, another request revokes the parent
-    t.equal(auth.revoke(parent), 'revoked');
+    t.equal(await auth.revoke(parent), 'revoked');
     const tokens = () => identity.listUserTokens(1).length;
     const before = tokens();
     let refused: unknown;
     try {
-      auth.mintUserToken(principal, undefined);
+      await auth.mintUserToken(principal, undefined);
     } catch (err) {
       refused = err;
     }

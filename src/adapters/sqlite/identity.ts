@@ -11,7 +11,6 @@ import {
   UniqueViolation,
   type DeviceChanges,
   type DeviceRecord,
-  type IdentityPort,
   type NewDevice,
   type NewToken,
   type NewUser,
@@ -40,7 +39,7 @@ function rethrowUnique(err: unknown, column: string): never {
   throw err;
 }
 
-export class IdentityStore implements IdentityPort {
+export class IdentityStore {
   /**
    * Bumped by every change to a user, token, session or link that could withdraw access
    * (user updates and deletions, revocations, ended sessions, removed links), so caches of

@@ -30,14 +30,14 @@
 // against the cutoff.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
-import type { OutboxPort, PushRow } from '../../ports/outbox.js';
+import type { PushRow } from '../../ports/outbox.js';
 
 export type { PushRow };
 
 /** how many event ids one step of the TTL sweep covers (two range scans of the table by id) */
 export const EXPIRY_STEP = 5_000;
 
-export class PushStore implements OutboxPort {
+export class PushStore {
   private readonly sqlite: Database.Database;
   private readonly st;
   /** push_expiry.expired_through, as last written */

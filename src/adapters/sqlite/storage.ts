@@ -12,6 +12,7 @@ import { databaseAnswers, storageProbe } from './health.js';
 import { IdentityStore } from './identity.js';
 import { IncidentStore } from './incidents.js';
 import { PushStore } from './pushes.js';
+import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
 import { CheckpointCadence, type Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
 import { walSync, type DeferredSync } from './engine/wal-sync.js';
@@ -40,6 +41,8 @@ export type SqliteStorage = Storage & {
   readonly db: Db;
   readonly writes: GroupCommitter;
   readonly store: IncidentStore;
+  /** the synchronous identity repository behind the port */
+  readonly identityStore: IdentityStore;
 };
 
 /** The incident port over the sync store: each write joins the next group commit. */
@@ -69,7 +72,8 @@ class SqliteIncidents implements IncidentStorePort {
 export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence) => SqliteStorage {
   return (log, presence) => {
     const { db } = options;
-    const identity = new IdentityStore(db);
+    const identityStore = new IdentityStore(db);
+    const gate = new Gate();
     const durability = options.durability !== undefined ? options.durability : walSync(db.$client, options.synchronous);
     const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
     const checkpoints = options.walCheckpoints;
@@ -112,9 +116,10 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       db,
       writes,
       store,
-      identity,
+      identityStore,
+      identity: sqliteIdentity(identityStore, db.$client, gate),
       incidents: new SqliteIncidents(store, writes),
-      outbox: new PushStore(db, () => writes.horizon()),
+      outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

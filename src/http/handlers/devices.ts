@@ -12,36 +12,36 @@ export class DeviceHandlers {
     return this.ctx.presence.online;
   }
 
-  listDevices: Handler<'listDevices'> = async (req) => this.ctx.devices.list(caller(req).user, req.query).map((d) => publicDevice(d, this.online));
+  listDevices: Handler<'listDevices'> = async (req) => (await this.ctx.devices.list(caller(req).user, req.query)).map((d) => publicDevice(d, this.online));
 
-  getDevice: Handler<'getDevice'> = async (req) => publicDevice(this.ctx.devices.get(caller(req), req.params.id), this.online);
+  getDevice: Handler<'getDevice'> = async (req) => publicDevice(await this.ctx.devices.get(caller(req), req.params.id), this.online);
 
   createDevice: Handler<'createDevice'> = async (req) => {
     const p = caller(req);
-    const device = this.ctx.devices.create(p, req.body);
+    const device = await this.ctx.devices.create(p, req.body);
     req.log.info({ deviceId: device.id, by: p.user.id }, 'device created');
     return publicDevice(device, this.online);
   };
 
-  updateDevice: Handler<'updateDevice'> = async (req) => publicDevice(this.ctx.devices.update(caller(req), req.params.id, req.body), this.online);
+  updateDevice: Handler<'updateDevice'> = async (req) => publicDevice(await this.ctx.devices.update(caller(req), req.params.id, req.body), this.online);
 
   deleteDevice: Handler<'deleteDevice'> = async (req, reply) => {
     const p = caller(req);
-    const device = this.ctx.devices.delete(p, req.params.id);
+    const device = await this.ctx.devices.delete(p, req.params.id);
     req.log.info({ deviceId: device.id, by: p.user.id }, 'device deleted');
     return reply.code(204).send();
   };
 
   createDeviceToken: Handler<'createDeviceToken'> = async (req, reply) => {
     const p = caller(req);
-    const { device, token } = this.ctx.devices.mintToken(p, req.params.id);
+    const { device, token } = await this.ctx.devices.mintToken(p, req.params.id);
     req.log.info({ deviceId: device.id, by: p.user.id }, 'device token minted');
     return reply.type('text/plain; charset=utf-8').send(token);
   };
 
   revokeDeviceTokens: Handler<'revokeDeviceTokens'> = async (req, reply) => {
     const p = caller(req);
-    const { device, revoked } = this.ctx.devices.revokeTokens(p, req.params.id);
+    const { device, revoked } = await this.ctx.devices.revokeTokens(p, req.params.id);
     req.log.info({ deviceId: device.id, by: p.user.id, revoked }, 'device tokens revoked');
     return reply.code(204).send();
   };

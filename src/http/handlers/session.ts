@@ -28,7 +28,7 @@ export class SessionHandlers {
   getSession: Handler<'getSession'> = async (req, reply) => {
     const token = req.query.token;
     if (token !== undefined) {
-      const { user, cookie } = this.ctx.sessions.openWithToken(token);
+      const { user, cookie } = await this.ctx.sessions.openWithToken(token);
       this.setCookie(req, reply, cookie);
       return publicUser(user);
     }
@@ -44,27 +44,27 @@ export class SessionHandlers {
       req.log.info({ email }, 'login failed');
       throw problems.unauthorized('Unknown email or wrong password, or the account is disabled or expired.');
     }
-    this.setCookie(req, reply, this.ctx.auth.openSession(user.id));
+    this.setCookie(req, reply, await this.ctx.auth.openSession(user.id));
     return publicUser(user);
   };
 
   deleteSession: Handler<'deleteSession'> = async (req, reply) => {
     const value = req.cookies[SESSION_COOKIE];
-    if (value) this.ctx.auth.closeSession(value);
+    if (value) await this.ctx.auth.closeSession(value);
     reply.clearCookie(SESSION_COOKIE, { path: '/' });
     return reply.code(204).send();
   };
 
   openSessionAsUser: Handler<'openSessionAsUser'> = async (req, reply) => {
     const p = caller(req);
-    const { user, cookie, impersonatorId } = this.ctx.sessions.openAs(p, req.params.id);
+    const { user, cookie, impersonatorId } = await this.ctx.sessions.openAs(p, req.params.id);
     this.setCookie(req, reply, cookie);
     if (impersonatorId !== null) req.log.warn({ impersonator: impersonatorId, by: p.user.id, user: user.id }, 'session opened as another user');
     return publicUser(user);
   };
 
   createSessionToken: Handler<'createSessionToken'> = async (req, reply) => {
-    const result = this.ctx.sessions.mintToken(caller(req), req.body?.expiration);
+    const result = await this.ctx.sessions.mintToken(caller(req), req.body?.expiration);
     req.log.info({ tokenId: result.record.id, expiresAt: result.record.expiresAt }, 'token minted');
     return reply.type('text/plain; charset=utf-8').send(result.token);
   };
@@ -72,14 +72,14 @@ export class SessionHandlers {
   listSessionTokens: Handler<'listSessionTokens'> = async (req) => this.ctx.sessions.tokens(caller(req).user);
 
   revokeSessionTokenById: Handler<'revokeSessionTokenById'> = async (req, reply) => {
-    this.ctx.sessions.revokeTokenById(caller(req).user, req.params.id);
+    await this.ctx.sessions.revokeTokenById(caller(req).user, req.params.id);
     req.log.info({ tokenId: req.params.id }, 'token revoked');
     return reply.code(204).send();
   };
 
   revokeSessionToken: Handler<'revokeSessionToken'> = async (req, reply) => {
     caller(req);
-    this.ctx.sessions.revokeToken(req.body.token);
+    await this.ctx.sessions.revokeToken(req.body.token);
     return reply.code(204).send();
   };
 }

@@ -7,9 +7,9 @@ import type { Context } from './context.js';
 export class UserHandlers {
   constructor(private readonly ctx: Context) {}
 
-  listUsers: Handler<'listUsers'> = async (req) => this.ctx.users.list(caller(req).user, req.query.userId).map(publicUser);
+  listUsers: Handler<'listUsers'> = async (req) => (await this.ctx.users.list(caller(req).user, req.query.userId)).map(publicUser);
 
-  getUser: Handler<'getUser'> = async (req) => publicUser(this.ctx.users.get(caller(req).user, req.params.id));
+  getUser: Handler<'getUser'> = async (req) => publicUser(await this.ctx.users.get(caller(req).user, req.params.id));
 
   createUser: Handler<'createUser'> = async (req) => {
     const p = caller(req);
@@ -27,7 +27,7 @@ export class UserHandlers {
 
   deleteUser: Handler<'deleteUser'> = async (req, reply) => {
     const p = caller(req);
-    const target = this.ctx.users.delete(p, req.params.id);
+    const target = await this.ctx.users.delete(p, req.params.id);
     req.log.info({ userId: target.id, by: p.user.id }, 'user deleted');
     return reply.code(204).send();
   };
