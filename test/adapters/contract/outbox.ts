@@ -88,6 +88,19 @@ export async function outboxContract(t: Test, factory: StorageFactory): Promise<
       t.equal(p3!.pushId, 3);
     });
 
+    t.test('when the oldest unacknowledged push is asked for past the device’s last push, then a push written later is still delivered', async (t) => {
+      const w = await world(t, factory);
+      const cad = w.user('CAD');
+      const a = w.device('E1', cad);
+      const first = ok(t, await w.create(cad, 'U-1', ['E1']));
+      w.outbox.markSent([first.events[0]!.id], w.now());
+      t.equal(w.outbox.ack(a.id, 1, w.now()), 1);
+      t.equal(w.outbox.oldestUnacked(a.id, 5), undefined, 'nothing unacknowledged');
+      const later = ok(t, await w.create(cad, 'U-2', ['E1']));
+      t.same(w.pending(a.id).map((r) => [r.pushId, r.eventId]), [[2, later.events[0]!.id]], 'a lookup settles nothing written after it');
+      t.same(w.outbox.oldestUnacked(a.id, 2), { id: 2, lastSentAt: null });
+    });
+
     t.test('when the TTL sweep runs, then exactly the pushes pending since before the cutoff expire', async (t) => {
       const w = await world(t, factory);
       const cad = w.user('CAD');
