@@ -9,16 +9,16 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
   await t.test('incident store', async (t) => {
     t.test('when a create names callsigns, then it writes the incident and one pending assignment per enabled device the caller reaches, each a push of its device', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const managed = w.user('Managed');
-      w.identity.linkManagedUser(cad.id, managed.id);
-      const stranger = w.user('Stranger');
-      const a1 = w.device('E1', cad);
-      const a2 = w.device('E1', cad);
-      const off = w.device('E1', cad, { disabled: true });
-      const notMine = w.device('E1', stranger);
-      const viaManaged = w.device('E2', managed);
-      const online = w.device('E3', cad);
+      const cad = await w.user('CAD');
+      const managed = await w.user('Managed');
+      await w.identity.linkManagedUser(cad.id, managed.id);
+      const stranger = await w.user('Stranger');
+      const a1 = await w.device('E1', cad);
+      const a2 = await w.device('E1', cad);
+      const off = await w.device('E1', cad, { disabled: true });
+      const notMine = await w.device('E1', stranger);
+      const viaManaged = await w.device('E2', managed);
+      const online = await w.device('E3', cad);
       w.presence.set(a2.id, true);
       w.presence.set(online.id, true);
       const now = w.now();
@@ -42,29 +42,29 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
       t.same(await w.incidents.get(cad, r.incident.id), r.incident, 'get reads what the write returned');
       t.same(await w.incidents.events({ ownerIds: null, incidentId: r.incident.id, limit: 100, offset: 0 }), r.events, 'the events as written, oldest first');
-      t.ok(w.identity.reachesIncident(cad.id, r.incident.id), 'the creator is linked to what it created');
+      t.ok(await w.identity.reachesIncident(cad.id, r.incident.id), 'the creator is linked to what it created');
       t.same((await w.incidents.list({ ownerIds: [cad.id], limit: 10, offset: 0 })).incidents, [r.incident], 'and lists it');
       t.equal(await w.incidents.exists(r.incident.id), true);
 
       for (const e of r.events) {
-        const rows = w.pending(e.deviceId);
+        const rows = await w.pending(e.deviceId);
         t.equal(rows.length, 1, `device ${e.deviceId} has one push`);
         const row = rows[0]!;
         t.match(row, { pushId: 1, eventId: e.id, type: 'incidentAssigned', eventTime: now, deviceId: e.deviceId, incidentId: r.incident.id, lastSentAt: null });
         t.same(JSON.parse(row.attributes), e.attributes, 'the push carries the event’s attributes');
         t.same(JSON.parse(row.incident), r.incident, 'and the incident as the write left it');
       }
-      t.same(w.pending(off.id), [], 'a disabled device gets nothing');
-      t.same(w.pending(notMine.id), [], 'nor a device the caller does not reach');
+      t.same(await w.pending(off.id), [], 'a disabled device gets nothing');
+      t.same(await w.pending(notMine.id), [], 'nor a device the caller does not reach');
     });
 
     t.test('when a unit of work runs, then decide sees the incident the locator names, whether the caller reaches it, its assignments, and the devices each callsign key matches for the caller', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const stranger = w.user('Stranger');
-      const admin = w.admin();
-      const a = w.device('E1', cad);
-      const s = w.device('E1', stranger);
+      const cad = await w.user('CAD');
+      const stranger = await w.user('Stranger');
+      const admin = await w.admin();
+      const a = await w.device('E1', cad);
+      const s = await w.device('E1', stranger);
       w.presence.set(s.id, true);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const seen: { current: CurrentIncident | null; match: MatchContext }[] = [];
@@ -93,15 +93,15 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when a create names an originId in use, then it is refused ORIGIN_ID_TAKEN (with the id only for a caller who reaches it) and nothing is written', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const manager = w.user('Manager');
-      w.identity.linkManagedUser(manager.id, cad.id);
-      const stranger = w.user('Stranger');
-      const admin = w.admin();
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
-      const s = w.device('E1', stranger);
-      const m = w.device('E1', manager);
+      const cad = await w.user('CAD');
+      const manager = await w.user('Manager');
+      await w.identity.linkManagedUser(manager.id, cad.id);
+      const stranger = await w.user('Stranger');
+      const admin = await w.admin();
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
+      const s = await w.device('E1', stranger);
+      const m = await w.device('E1', manager);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const before = await w.snapshot();
       const again = ['E1', 'E2'];
@@ -110,19 +110,19 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       t.same(await w.create(admin, 'CAD-1', again), { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: r.incident.id } }, 'and an administrator');
       t.same(await w.create(stranger, 'CAD-1', again), { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: null } }, 'a caller who does not reach it is not');
       t.same(await w.snapshot(), before, 'no incident, no event written');
-      t.same(w.pushIds(a.id), [1], 'no push');
-      t.same(w.pushIds(b.id), []);
-      t.same(w.pushIds(s.id), []);
-      t.same(w.pushIds(m.id), []);
-      t.notOk(w.identity.reachesIncident(stranger.id, r.incident.id), 'and no link to the refused caller');
+      t.same(await w.pushIds(a.id), [1], 'no push');
+      t.same(await w.pushIds(b.id), []);
+      t.same(await w.pushIds(s.id), []);
+      t.same(await w.pushIds(m.id), []);
+      t.notOk(await w.identity.reachesIncident(stranger.id, r.incident.id), 'and no link to the refused caller');
     });
 
     t.test('when an update changes the callsigns, then they are diffed by key: removed ones are stood down, added ones assigned, unchanged ones left alone', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
-      const c = w.device('E3', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
+      const c = await w.device('E3', cad);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1', 'E2']));
       const u = ok(t, await w.update(cad, { originId: 'CAD-1' }, { originId: 'CAD-1', resources: [' e1', 'E3'] }));
       t.same(
@@ -155,14 +155,14 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when callsigns are removed, then the stand-down goes to the devices recorded as assigned, not to a fresh match', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const b = w.device('E1', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E1', cad);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       t.same(byDevice(r.events).map((e) => e.deviceId), [a.id, b.id]);
-      w.identity.unlinkDevice(cad.id, a.id); // no longer reached
-      w.rename(b.id, 'Z1'); // no longer named E1
-      const fresh = w.device('E1', cad); // would match now
+      await w.identity.unlinkDevice(cad.id, a.id); // no longer reached
+      await w.rename(b.id, 'Z1'); // no longer named E1
+      const fresh = await w.device('E1', cad); // would match now
       const u = ok(t, await w.update(cad, { id: r.incident.id }, { originId: 'CAD-1', resources: [] }));
       t.same(
         brief(byDevice(u.events)),
@@ -177,11 +177,11 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when an assigned device is deleted, then the next change neither stands it down nor fails', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1', 'E2']));
-      w.identity.deleteDevice(a.id);
+      await w.identity.deleteDevice(a.id);
       const u = ok(t, await w.update(cad, { id: r.incident.id }, { originId: 'CAD-1', resources: [] }));
       t.same(brief(u.events), [['incidentDeassigned', b.id, { callsign: 'E2' }]], 'only the device that still exists');
       t.same(u.report.deviceStatuses, { E1: 'NOT_FOUND', E2: 'OFFLINE' });
@@ -191,15 +191,15 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when a stand-down follows an assignment never sent, then it supersedes it: both SUPERSEDED, nothing pending; a sent or delivered assignment is not superseded', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const never = w.device('E1', cad);
-      const sent = w.device('E2', cad);
-      const acked = w.device('E3', cad);
+      const cad = await w.user('CAD');
+      const never = await w.device('E1', cad);
+      const sent = await w.device('E2', cad);
+      const acked = await w.device('E3', cad);
       const r1 = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const r2 = ok(t, await w.create(cad, 'CAD-2', ['E2']));
       const r3 = ok(t, await w.create(cad, 'CAD-3', ['E3']));
-      w.outbox.markSent([r2.events[0]!.id, r3.events[0]!.id], w.now());
-      t.equal(w.outbox.ack(acked.id, 1, w.now()), 1);
+      await w.outbox.markSent([r2.events[0]!.id, r3.events[0]!.id], w.now());
+      t.equal(await w.outbox.ack(acked.id, 1, w.now()), 1);
 
       const u1 = ok(t, await w.update(cad, { id: r1.incident.id }, { originId: 'CAD-1', resources: [] }));
       t.same(u1.events.map((e) => [e.type, e.state]), [['incidentDeassigned', 'SUPERSEDED']], 'the stand-down is returned SUPERSEDED');
@@ -207,11 +207,11 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
         ['incidentAssigned', 'SUPERSEDED'],
         ['incidentDeassigned', 'SUPERSEDED'],
       ]);
-      t.same(w.pending(never.id), [], 'the device is sent neither');
+      t.same(await w.pending(never.id), [], 'the device is sent neither');
 
       const u2 = ok(t, await w.update(cad, { id: r2.incident.id }, { originId: 'CAD-2', resources: [] }));
       t.same(u2.events.map((e) => e.state), ['PENDING']);
-      t.same(w.pending(sent.id).map((p) => [p.pushId, p.type]), [
+      t.same((await w.pending(sent.id)).map((p) => [p.pushId, p.type]), [
         [1, 'incidentAssigned'],
         [2, 'incidentDeassigned'],
       ], 'an assignment sent but not acknowledged stays pending, and so does its stand-down');
@@ -223,14 +223,14 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       // once superseded, a new assignment of the same incident is a new push
       const again = ok(t, await w.update(cad, { id: r1.incident.id }, { originId: 'CAD-1', resources: ['E1'] }));
       t.same(again.events.map((e) => [e.type, e.state]), [['incidentAssigned', 'PENDING']]);
-      t.same(w.pushIds(never.id), [3], 'pending: only the new assignment, numbered after the superseded pushes');
+      t.same(await w.pushIds(never.id), [3], 'pending: only the new assignment, numbered after the superseded pushes');
     });
 
     t.test('when an incident is closed and reopened, then its devices are stood down with incidentStatus CLOSED, and assigned again', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1', 'E2']));
       const id = r.incident.id;
       const closedAt = w.now();
@@ -257,11 +257,11 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when an incident is deleted, then its row goes, its events stay, its devices are stood down, and a new incident may take its originId', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const id = r.incident.id;
-      w.outbox.markSent([r.events[0]!.id], w.now());
+      await w.outbox.markSent([r.events[0]!.id], w.now());
       const d = ok(t, await w.remove(cad, id));
       t.same(d.incident, r.incident, 'the delete returns the incident as it was');
       t.same(brief(d.events), [['incidentDeassigned', a.id, { callsign: 'E1', incidentStatus: 'CLOSED', incidentDeleted: true }]]);
@@ -274,7 +274,7 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
         ['incidentAssigned', 'incidentDeassigned'],
         'its events are kept',
       );
-      const push = w.pending(a.id).at(-1)!;
+      const push = (await w.pending(a.id)).at(-1)!;
       t.equal(push.type, 'incidentDeassigned');
       t.same(JSON.parse(push.incident), r.incident, 'the stand-down push carries the incident as it was');
       t.same(await w.remove(cad, id), { ok: false, refusal: { code: 'NOT_FOUND' } }, 'deleted twice: not found');
@@ -286,10 +286,10 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when an update moves an incident to an originId another holds, then it is refused ORIGIN_ID_TAKEN and nothing is written; to a free one, the old one is free', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const other = w.user('Other');
-      const admin = w.admin();
-      w.device('E1', other);
+      const cad = await w.user('CAD');
+      const other = await w.user('Other');
+      const admin = await w.admin();
+      await w.device('E1', other);
       const a = ok(t, await w.create(cad, 'CAD-A'));
       const b = ok(t, await w.create(other, 'CAD-B'));
       const before = await w.snapshot();
@@ -318,12 +318,12 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when decide refuses, then nothing is written', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const reader = w.user('Reader', { readonly: true });
-      const stranger = w.user('Stranger');
-      const a = w.device('E1', cad);
-      w.identity.linkDevice(reader.id, a.id);
-      w.identity.linkDevice(stranger.id, a.id);
+      const cad = await w.user('CAD');
+      const reader = await w.user('Reader', { readonly: true });
+      const stranger = await w.user('Stranger');
+      const a = await w.device('E1', cad);
+      await w.identity.linkDevice(reader.id, a.id);
+      await w.identity.linkDevice(stranger.id, a.id);
       const r = ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const id = r.incident.id;
       const before = await w.snapshot();
@@ -347,17 +347,17 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       };
       t.same(await w.incidents.write(cad, { originId: 'CAD-3' }, would, { callsigns: ['E1'], now: w.now() }), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } });
       t.same(await w.snapshot(), before, 'no incident changed, no event');
-      t.same(w.pushIds(a.id), [1], 'no push');
+      t.same(await w.pushIds(a.id), [1], 'no push');
       t.same(await w.incidents.get(cad, id), r.incident);
-      t.notOk(w.identity.reachesIncident(reader.id, id));
+      t.notOk(await w.identity.reachesIncident(reader.id, id));
     });
 
     t.test('when a decision cannot be written whole, then the write rejects and nothing of it is stored', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const gone = w.device('E2', cad);
-      w.identity.deleteDevice(gone.id);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const gone = await w.device('E2', cad);
+      await w.identity.deleteDevice(gone.id);
       ok(t, await w.create(cad, 'CAD-1', ['E1']));
       const before = await w.snapshot();
       // a plan whose second event names a device that does not exist: the incident and the first
@@ -373,19 +373,19 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       };
       await t.rejects(w.incidents.write(cad, { originId: 'CAD-3' }, throws, { callsigns: ['E1'], now: w.now() }), { message: 'a bug in a decision' });
       t.same(await w.snapshot(), before, 'no incident, no event');
-      t.same(w.pushIds(a.id), [1], 'no push');
+      t.same(await w.pushIds(a.id), [1], 'no push');
       const next = ok(t, await w.create(cad, 'CAD-2', ['E1']));
-      t.same(w.pushIds(a.id), [1, 2], 'the failed write’s pushId was given back: the next push follows without a gap');
-      t.equal(w.pending(a.id)[1]!.eventId, next.events[0]!.id);
+      t.same(await w.pushIds(a.id), [1, 2], 'the failed write’s pushId was given back: the next push follows without a gap');
+      t.equal((await w.pending(a.id))[1]!.eventId, next.events[0]!.id);
     });
 
     t.test('when an incident is read, then an unknown id is NOT_FOUND for anyone and a known one FORBIDDEN to a caller who does not reach it', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const manager = w.user('Manager');
-      w.identity.linkManagedUser(manager.id, cad.id);
-      const stranger = w.user('Stranger');
-      const admin = w.admin();
+      const cad = await w.user('CAD');
+      const manager = await w.user('Manager');
+      await w.identity.linkManagedUser(manager.id, cad.id);
+      const stranger = await w.user('Stranger');
+      const admin = await w.admin();
       const r = ok(t, await w.create(cad, 'CAD-1'));
       const id = r.incident.id;
       t.equal(await w.incidents.get(cad, id + 1000), 'NOT_FOUND');
@@ -395,9 +395,9 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       t.same(await w.incidents.get(cad, id), r.incident, 'its creator reads it');
       t.same(await w.incidents.get(manager, id), r.incident, 'so does the creator’s manager');
       t.same(await w.incidents.get(admin, id), r.incident, 'and an administrator');
-      w.identity.linkIncident(stranger.id, id);
+      await w.identity.linkIncident(stranger.id, id);
       t.same(await w.incidents.get(stranger, id), r.incident, 'a user linked to it reads it');
-      w.identity.unlinkIncident(cad.id, id);
+      await w.identity.unlinkIncident(cad.id, id);
       t.equal(await w.incidents.get(cad, id), 'FORBIDDEN', 'its creator, once unlinked, does not');
       t.equal(await w.incidents.get(manager, id), 'FORBIDDEN', 'nor its manager');
       t.equal(await w.incidents.exists(id), true);
@@ -406,15 +406,15 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when incidents are listed, then each filter holds alone and together, in id order, and pages say whether more follow', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const u = w.user('U');
-      const nobody = w.user('Nobody');
+      const cad = await w.user('CAD');
+      const u = await w.user('U');
+      const nobody = await w.user('Nobody');
       const i1 = ok(t, await w.create(cad, 'L-1', ['E1'], {}, at(1))).incident.id;
       const i2 = ok(t, await w.create(cad, 'L-2', ['E2'], {}, at(2))).incident.id;
       const i3 = ok(t, await w.create(u, 'L-3', ['e1 '], {}, at(3))).incident.id;
       const i4 = ok(t, await w.create(u, 'L-4', [], {}, at(4))).incident.id;
       ok(t, await w.update(cad, { id: i2 }, { originId: 'L-2', status: 'CLOSED', resources: [] }, at(5)));
-      w.identity.linkIncident(u.id, i1);
+      await w.identity.linkIncident(u.id, i1);
       const ids = async (f: Partial<Parameters<typeof w.incidents.list>[0]>) => {
         const page = await w.incidents.list({ ownerIds: null, limit: 100, offset: 0, ...f });
         return page.incidents.map((i) => i.id);
@@ -456,11 +456,11 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when events are read, then each filter holds alone and together, oldest first', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const u = w.user('U');
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
-      const c = w.device('E3', u);
+      const cad = await w.user('CAD');
+      const u = await w.user('U');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
+      const c = await w.device('E3', u);
       const x = ok(t, await w.create(cad, 'X-1', ['E1', 'E2'], {}, at(1)));
       const y = ok(t, await w.create(u, 'X-2', ['E3'], {}, at(2)));
       const z = ok(t, await w.update(cad, { id: x.incident.id }, { originId: 'X-1', resources: [] }, at(3)));
@@ -492,42 +492,42 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when links, names and the enabled flag change between writes, then each write matches callsigns as they stand', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const m = w.user('Managed');
+      const cad = await w.user('CAD');
+      const m = await w.user('Managed');
       let n = 0;
       const matched = async (callsign = 'E1') => {
         n += 1;
         return ok(t, await w.create(cad, `M-${n}`, [callsign])).events.map((e) => e.deviceId);
       };
       t.same(await matched(), [], 'no device yet');
-      const a = w.device('E1', cad);
+      const a = await w.device('E1', cad);
       t.same(await matched(), [a.id], 'a device linked to the caller');
-      w.identity.updateDevice(a.id, { disabled: true });
+      await w.identity.updateDevice(a.id, { disabled: true });
       t.same(await matched(), [], 'disabled');
-      w.identity.updateDevice(a.id, { disabled: false });
+      await w.identity.updateDevice(a.id, { disabled: false });
       t.same(await matched(), [a.id], 'enabled again');
-      w.identity.unlinkDevice(cad.id, a.id);
+      await w.identity.unlinkDevice(cad.id, a.id);
       t.same(await matched(), [], 'unlinked');
-      w.identity.linkDevice(m.id, a.id);
+      await w.identity.linkDevice(m.id, a.id);
       t.same(await matched(), [], 'linked to a user the caller does not manage');
-      w.identity.linkManagedUser(cad.id, m.id);
+      await w.identity.linkManagedUser(cad.id, m.id);
       t.same(await matched(), [a.id], 'that user managed by the caller');
-      w.rename(a.id, 'E5');
+      await w.rename(a.id, 'E5');
       t.same(await matched(), [], 'renamed');
       t.same(await matched('e5'), [a.id], 'matched under its new name');
-      w.identity.unlinkManagedUser(cad.id, m.id);
+      await w.identity.unlinkManagedUser(cad.id, m.id);
       t.same(await matched('E5'), [], 'no longer managed');
-      w.identity.linkDevice(cad.id, a.id);
+      await w.identity.linkDevice(cad.id, a.id);
       t.same(await matched('E5'), [a.id]);
-      w.identity.deleteDevice(a.id);
+      await w.identity.deleteDevice(a.id);
       t.same(await matched('E5'), [], 'deleted');
     });
 
     t.test('when writes are started together, then each resolves with its own incident, and every device’s pushIds stay gapless in commit order', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
-      const b = w.device('E2', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const b = await w.device('E2', cad);
       const N = 25;
       const outcomes = await Promise.all(Array.from({ length: N }, (_, i) => w.create(cad, `P-${i}`, i % 3 === 2 ? ['E2'] : ['E1', 'E2'])));
       const results = outcomes.map((o) => ok(t, o));
@@ -538,7 +538,7 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
         [a.id, expectA],
         [b.id, N],
       ] as const) {
-        const rows = w.pending(device);
+        const rows = await w.pending(device);
         t.same(
           rows.map((r) => r.pushId),
           Array.from({ length: count }, (_, i) => i + 1),
@@ -554,8 +554,8 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
 
     t.test('when writes to one originId or one incident are started together, then they take effect one after another', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
       const creates = await Promise.all(Array.from({ length: 6 }, () => w.create(cad, 'SAME', ['E1'])));
       const made = creates.filter((o) => o.ok);
       t.equal(made.length, 1, 'one create of the originId succeeds');
@@ -577,13 +577,14 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       );
       const last = await w.incidents.get(cad, id);
       t.same(typeof last === 'string' ? last : last.resources, types.at(-1) === 'incidentAssigned' ? ['E1'] : [], 'the incident agrees with the last event');
-      t.same(w.pushIds(a.id), w.pending(a.id).map((_, i) => (w.pending(a.id)[0]?.pushId ?? 1) + i), 'pending pushIds without a gap');
+      const pending = await w.pushIds(a.id);
+      t.same(pending, pending.map((_, i) => pending[0]! + i), 'pending pushIds without a gap');
     });
 
     t.test('when a write that fails is started together with others, then the others are stored and it leaves nothing', async (t) => {
       const w = await world(t, factory);
-      const cad = w.user('CAD');
-      const a = w.device('E1', cad);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
       const boom: Decide = () => {
         throw new Error('a bug in a decision');
       };
@@ -598,7 +599,7 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
         (await w.incidents.list({ ownerIds: null, limit: 10, offset: 0 })).incidents.map((i) => i.originId).sort(),
         ['G-1', 'G-3'],
       );
-      t.same(w.pushIds(a.id), [1, 2]);
+      t.same(await w.pushIds(a.id), [1, 2]);
       const events: EventView[] = await w.allEvents();
       t.equal(events.length, 2);
     });

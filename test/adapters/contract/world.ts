@@ -3,6 +3,10 @@
 // `storage.incidents.write` with the domain's decisions (services/incidents.ts createChange,
 // updateChange, deleteChange: the same normalisation the service applies), presence through a
 // MemoryPresence the suite holds. No SQL and no adapter class: a PostgreSQL adapter runs it as is.
+//
+// Every call to the identity and outbox ports is awaited, though both are synchronous today
+// (ports/identity.ts): when they become asynchronous for PostgreSQL (issue 8), the suite stands
+// as it is. Only `identity.transaction` is used as the synchronous port has it.
 import type { Test } from 'tap';
 import { callsignKey } from '../../../src/domain/callsign.js';
 import type { Caller, CreateBody, Locator, UpdateBody } from '../../../src/domain/incident.js';
@@ -10,6 +14,7 @@ import { createChange, deleteChange, updateChange, type Change } from '../../../
 import { MemoryPresence } from '../../../src/adapters/memory/presence.js';
 import type { DeviceRecord, NewUser, UserRecord } from '../../../src/ports/identity.js';
 import type { EventView, IncidentResult, Outcome } from '../../../src/ports/incidents.js';
+import type { PushRow } from '../../../src/ports/outbox.js';
 import type { Presence } from '../../../src/ports/presence.js';
 import type { Storage } from '../../../src/ports/storage.js';
 
@@ -56,25 +61,25 @@ export class World {
     return at(this.tick);
   }
 
-  user(name: string, values: Partial<NewUser> = {}): UserRecord {
+  async user(name: string, values: Partial<NewUser> = {}): Promise<UserRecord> {
     this.users += 1;
-    return this.identity.insertUser({ name, email: `${name.toLowerCase()}-${this.users}@example.test`, passwordHash: 'not-a-hash', ...values });
+    return await this.identity.insertUser({ name, email: `${name.toLowerCase()}-${this.users}@example.test`, passwordHash: 'not-a-hash', ...values });
   }
 
-  admin(name = 'Admin'): UserRecord {
+  admin(name = 'Admin'): Promise<UserRecord> {
     return this.user(name, { administrator: true });
   }
 
   /** a device named `name` (its callsign), linked to `owner` if given */
-  device(name: string, owner?: { id: number } | null, values: { disabled?: boolean } = {}): DeviceRecord {
+  async device(name: string, owner?: { id: number } | null, values: { disabled?: boolean } = {}): Promise<DeviceRecord> {
     this.devices += 1;
-    const device = this.identity.insertDevice({ name, nameKey: callsignKey(name), uniqueId: `contract-${this.devices}`, ...values });
-    if (owner) this.identity.linkDevice(owner.id, device.id);
+    const device = await this.identity.insertDevice({ name, nameKey: callsignKey(name), uniqueId: `contract-${this.devices}`, ...values });
+    if (owner) await this.identity.linkDevice(owner.id, device.id);
     return device;
   }
 
-  rename(deviceId: number, name: string): void {
-    this.identity.updateDevice(deviceId, { name, nameKey: callsignKey(name) });
+  async rename(deviceId: number, name: string): Promise<void> {
+    await this.identity.updateDevice(deviceId, { name, nameKey: callsignKey(name) });
   }
 
   private run(caller: Caller, change: Change): Promise<Outcome> {
@@ -96,12 +101,12 @@ export class World {
   }
 
   /** the pending pushes of a device, as a new socket reads them */
-  pending(deviceId: number) {
-    return this.outbox.pendingAfter(deviceId, 0, 1000);
+  async pending(deviceId: number): Promise<PushRow[]> {
+    return await this.outbox.pendingAfter(deviceId, 0, 1000);
   }
 
-  pushIds(deviceId: number): number[] {
-    return this.pending(deviceId).map((r) => r.pushId);
+  async pushIds(deviceId: number): Promise<number[]> {
+    return (await this.pending(deviceId)).map((r) => r.pushId);
   }
 
   /** every event, oldest first */
