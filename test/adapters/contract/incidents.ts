@@ -579,6 +579,13 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       t.same(typeof last === 'string' ? last : last.resources, types.at(-1) === 'incidentAssigned' ? ['E1'] : [], 'the incident agrees with the last event');
       const pending = await w.pushIds(a.id);
       t.same(pending, pending.map((_, i) => pending[0]! + i), 'pending pushIds without a gap');
+      const deletes = await Promise.all([w.remove(cad, id), w.remove(cad, id), w.remove(cad, id)]);
+      t.same(
+        deletes.map((o) => (o.ok ? 'ok' : o.refusal.code)).sort(),
+        ['NOT_FOUND', 'NOT_FOUND', 'ok'],
+        'one delete of an incident succeeds, the others find nothing',
+      );
+      t.equal((await w.eventsOf(a.id)).filter((e) => e.attributes.incidentDeleted).length, types.at(-1) === 'incidentAssigned' ? 1 : 0, 'and its device is stood down once at most');
     });
 
     t.test('when a write that fails is started together with others, then the others are stored and it leaves nothing', async (t) => {
