@@ -158,8 +158,10 @@ export class PushStore {
     const floor = this.floor(deviceId);
     if (sentUpTo <= floor) return undefined;
     const oldest = this.st.oldestPending.get(deviceId, floor, sentUpTo) as { id: number; lastSentAt: string | null } | undefined;
-    // everything sent is settled without an ack (expired): the next lookup starts after it
-    if (!oldest) this.raise(deviceId, floor, sentUpTo);
+    // everything sent is settled without an ack (expired): the next lookup starts after it, but
+    // never past the device's last push on disk, like an ack (a pushId above it was not sent,
+    // and a floor there would hide the push that later takes it; contract suite, 2026-11-26)
+    if (!oldest) this.raise(deviceId, floor, Math.min(sentUpTo, this.lastDurablePush(deviceId)));
     return oldest;
   }
 

@@ -1,0 +1,20 @@
+// The store contract suite (issue 25): what any storage adapter must do, through the ports only
+// (src/ports), with no SQL and no adapter class, so that each adapter runs it unchanged: SQLite
+// now (test/adapters/sqlite/contract.test.ts), PostgreSQL next. Not a test file itself: tap
+// skips this folder (.taprc `exclude`), and an adapter's contract.test.ts calls it with its
+// factory.
+import type { Test } from 'tap';
+import { identityContract } from './identity.js';
+import { incidentStoreContract } from './incidents.js';
+import { outboxContract } from './outbox.js';
+import type { StorageFactory } from './world.js';
+
+export { identityContract, incidentStoreContract, outboxContract };
+export type { StorageFactory };
+
+/** every part of the contract against storages the factory makes, one fresh storage per test */
+export async function storageContract(t: Test, factory: StorageFactory): Promise<void> {
+  await incidentStoreContract(t, factory);
+  await outboxContract(t, factory);
+  await identityContract(t, factory);
+}
