@@ -60,6 +60,7 @@ export function sqliteIdentity(repo: IdentityStore & Sync<Omit<IdentityPort, 'ge
     async transaction<T>(fn: (tx: IdentityPort) => Promise<T>): Promise<T> {
       while (gate.open) await gate.open.catch(() => {});
       let live = true;
+      let depth = 0;
       const turn = setImmediate(() => (live = false));
       const inside = asyncMethods<Omit<IdentityPort, 'generation' | 'transaction'>>(repo, IDENTITY_METHODS, () => {
         if (!live) throw new Error('an identity transaction awaited something other than its port: it is rolled back');
@@ -70,7 +71,21 @@ export function sqliteIdentity(repo: IdentityStore & Sync<Omit<IdentityPort, 'ge
         get generation() {
           return repo.generation;
         },
-        transaction: (inner) => inner(tx),
+        // nested: a savepoint, so that a throw inside undoes only what it wrote
+        transaction: async (inner) => {
+          const name = `nested_${++depth}`;
+          sqlite.exec(`SAVEPOINT ${name}`);
+          try {
+            const result = await inner(tx);
+            sqlite.exec(`RELEASE ${name}`);
+            return result;
+          } catch (err) {
+            if (sqlite.inTransaction) sqlite.exec(`ROLLBACK TO ${name}; RELEASE ${name}`);
+            throw err;
+          } finally {
+            depth--;
+          }
+        },
       };
       sqlite.exec('BEGIN IMMEDIATE');
       const run = (async () => {

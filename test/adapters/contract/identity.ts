@@ -236,18 +236,18 @@ export async function identityContract(t: Test, factory: StorageFactory): Promis
 
     t.test('when a transaction throws, then what it wrote is undone; a nested one undoes only its own', async (t) => {
       const w = await world(t, factory);
-      t.throws(() =>
-        w.identity.transaction(() => {
-          w.identity.insertUser({ name: 'Lost', email: 'lost@example.test', passwordHash: 'h' });
+      await t.rejects(
+        w.identity.transaction(async (tx) => {
+          await tx.insertUser({ name: 'Lost', email: 'lost@example.test', passwordHash: 'h' });
           throw new Error('undo');
         }),
       );
       t.equal(await w.identity.countUsers(), 0);
-      const kept = w.identity.transaction(() => {
-        const outer = w.identity.insertUser({ name: 'Outer', email: 'outer@example.test', passwordHash: 'h' });
+      const kept = await w.identity.transaction(async (tx) => {
+        const outer = await tx.insertUser({ name: 'Outer', email: 'outer@example.test', passwordHash: 'h' });
         try {
-          w.identity.transaction(() => {
-            w.identity.insertUser({ name: 'Inner', email: 'inner@example.test', passwordHash: 'h' });
+          await tx.transaction(async (inner) => {
+            await inner.insertUser({ name: 'Inner', email: 'inner@example.test', passwordHash: 'h' });
             throw new Error('undo inner');
           });
         } catch {
@@ -256,7 +256,15 @@ export async function identityContract(t: Test, factory: StorageFactory): Promis
         return outer;
       });
       t.same((await w.identity.listUsers()).map((u) => u.id), [kept.id]);
-      t.equal(await w.identity.transaction(() => 42), 42, 'its value is returned');
+      t.equal(await w.identity.transaction(async () => 42), 42, 'its value is returned');
+      await t.rejects(
+        w.identity.transaction(async (tx) => {
+          await tx.insertUser({ name: 'Undone', email: 'undone@example.test', passwordHash: 'h' });
+          throw new Error('undo all');
+        }),
+        /undo all/,
+      );
+      t.same((await w.identity.listUsers()).map((u) => u.id), [kept.id], 'a throw rolls the whole transaction back');
     });
 
     t.test('when working administrators are counted, then disabled, readonly and expired ones and the one excepted are not', async (t) => {
