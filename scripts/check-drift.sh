@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fails when generated artefacts no longer match their sources:
 #  - generated/api.d.ts must be what openapi-typescript makes of openapi.yaml;
-#  - src/adapters/sqlite/migrations must already contain every change of src/adapters/sqlite/schema.ts.
+#  - each dialect's migrations must already contain every change of its drizzle schema:
+#    src/adapters/sqlite/migrations for src/adapters/sqlite/schema.ts (drizzle.config.ts),
+#    src/adapters/postgres/migrations for src/adapters/postgres/schema.ts (drizzle.pg.config.ts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,13 +12,28 @@ npx openapi-typescript openapi.yaml -o generated/api.d.ts --check >/dev/null 2>&
   exit 1
 }
 
-before=$(ls src/adapters/sqlite/migrations/*.sql | sort)
-npx drizzle-kit generate --name drift-check >/dev/null 2>&1
-after=$(ls src/adapters/sqlite/migrations/*.sql | sort)
-if [ "$before" != "$after" ]; then
-  git checkout -- src/adapters/sqlite/migrations/meta 2>/dev/null || true
-  comm -13 <(echo "$before") <(echo "$after") | xargs rm -f
-  echo "drift: src/adapters/sqlite/schema.ts has changes with no migration; run 'npm run db:generate' and commit." >&2
-  exit 1
-fi
-echo "no drift: generated/ and migrations match their sources"
+# Generates a migration and sees whether one appeared; if so, removes what was generated (the
+# .sql and its snapshot, and the journal's new entry) and fails.
+check_migrations() {
+  local config=$1 dir=$2 schema=$3 script=$4 before after log
+  before=$(find "$dir" -type f | sort)
+  log=$(mktemp)
+  if ! npx drizzle-kit generate --config "$config" --name drift-check >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "drift: drizzle-kit could not generate from $schema" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  after=$(find "$dir" -type f | sort)
+  if [ "$before" != "$after" ]; then
+    comm -13 <(echo "$before") <(echo "$after") | xargs rm -f
+    git checkout -- "$dir/meta" 2>/dev/null || true
+    echo "drift: $schema has changes with no migration; run 'npm run $script' and commit." >&2
+    exit 1
+  fi
+}
+
+check_migrations drizzle.config.ts src/adapters/sqlite/migrations src/adapters/sqlite/schema.ts db:generate
+check_migrations drizzle.pg.config.ts src/adapters/postgres/migrations src/adapters/postgres/schema.ts db:generate:pg
+echo "no drift: generated/ and both dialects' migrations match their sources"

@@ -18,4 +18,5 @@ export const projectRoot = findRoot();
 export const specPath = join(projectRoot, 'openapi.yaml');
 export const asyncapiPath = join(projectRoot, 'asyncapi.yaml');
 export const migrationsPath = join(projectRoot, 'src', 'adapters', 'sqlite', 'migrations');
+export const pgMigrationsPath = join(projectRoot, 'src', 'adapters', 'postgres', 'migrations');
 export const publicPath = join(projectRoot, 'src', 'http', 'public');
