@@ -201,6 +201,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   );
   bus.subscribe('written', (events) => hub.written(events));
   bus.subscribe('deviceGone', (deviceId) => hub.deviceGone(deviceId));
+  // several nodes (adapters/postgres/bus.ts): pushes written through another node, a device
+  // that moved to another node, a credential withdrawn on another node
+  bus.subscribe('pending', (deviceIds) => hub.pending(deviceIds));
+  bus.subscribe('deviceElsewhere', (deviceId) => hub.elsewhere(deviceId));
+  bus.subscribe('credentialsChanged', () => void hub.checkCredentials());
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
   const spec = loadSpec();
   const ctx: Context = {

@@ -8,6 +8,17 @@ export interface BusEvents {
   written: readonly EventView[];
   /** a device was deleted or its tokens revoked: its socket must close */
   deviceGone: number;
+  /**
+   * Several nodes: these devices have pushes written (through any node) that their socket may
+   * not have been sent; whichever node holds one sends what is pending.
+   */
+  pending: readonly number[];
+  /** Several nodes: a credential may have been withdrawn on another node; caches and sockets check again */
+  credentialsChanged: null;
+  /** Several nodes: the device connected to another node, which now holds it; this node's socket closes (this node only) */
+  deviceElsewhere: number;
+  /** Several nodes: a node's device connected or left (presence, adapters/postgres/presence.ts) */
+  presence: { nodeId: string; deviceId: number; online: boolean };
 }
 
 export interface Bus {

@@ -510,6 +510,26 @@ export class DeviceHub implements PushHub {
     return true;
   }
 
+  /** Several nodes: these devices have pushes written through some node; send what is pending to those held here */
+  pending(deviceIds: readonly number[]): void {
+    for (const deviceId of deviceIds) {
+      const conn = this.conns.get(deviceId);
+      if (conn) this.scheduleFlush(conn);
+    }
+  }
+
+  /** Several nodes: the device connected to another node: this node's socket for it closes */
+  elsewhere(deviceId: number): void {
+    const conn = this.conns.get(deviceId);
+    if (!conn) return;
+    conn.ended = true;
+    // not detach(): its presence row is the other node's now, and this node's set(false) keeps it
+    this.conns.delete(deviceId);
+    this.presenceOf.set(deviceId, false);
+    this.log.info({ deviceId }, 'device connected to another node; closing its socket here');
+    conn.ws.close(CLOSE.replaced, 'replaced by a newer connection on another node');
+  }
+
   deviceGone(deviceId: number): void {
     const conn = this.conns.get(deviceId);
     if (!conn) return;
