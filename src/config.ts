@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
 /** SQLite's synchronous setting for the embedded adapter (docs/storage.md) */
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -6,6 +7,12 @@ export interface Config {
   port: number;
   host: string;
   databasePath: string;
+  /** postgres://…: run on PostgreSQL (several nodes may share it); unset: the embedded SQLite file */
+  databaseUrl: string | undefined;
+  /** this node's name among several (PostgreSQL): presence and logs; default the host name and process id */
+  nodeId: string;
+  /** PostgreSQL connections this node opens at most */
+  dbPoolMax: number;
   adminEmail: string | undefined;
   adminPassword: string | undefined;
   logLevel: string;
@@ -60,12 +67,29 @@ function oneOf<T extends string>(env: NodeJS.ProcessEnv, name: string, fallback:
   return hit;
 }
 
+function databaseUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const raw = env.DATABASE_URL;
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError('DATABASE_URL must be a postgres:// URL (unset: the SQLite file at DATABASE_PATH)');
+  return raw;
+}
+
+function nodeId(env: NodeJS.ProcessEnv): string {
+  const raw = env.NODE_ID;
+  if (raw === undefined || raw === '') return `${hostname()}-${process.pid}`;
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(raw)) throw new ConfigError('NODE_ID must be 1-64 letters, digits, dots, dashes or underscores');
+  return raw;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cookie = env.COOKIE_SECURE?.toLowerCase();
   return {
     port: int(env, 'PORT', 8082, 0, 65535),
     host: env.HOST || '0.0.0.0',
     databasePath: env.DATABASE_PATH || './data/cad.sqlite',
+    databaseUrl: databaseUrl(env),
+    nodeId: nodeId(env),
+    dbPoolMax: int(env, 'DB_POOL_MAX', 10, 1, 1000),
     adminEmail: env.ADMIN_EMAIL || undefined,
     adminPassword: env.ADMIN_PASSWORD || undefined,
     logLevel: oneOf(env, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']),

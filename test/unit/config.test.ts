@@ -28,3 +28,17 @@ t.test('hardening limits: defaults from DESIGN section 8, and range-checked', as
   t.throws(() => loadConfig({ USER_SOCKETS_MAX: '0' }), /USER_SOCKETS_MAX must be an integer between 1 and 1000/);
   t.throws(() => loadConfig({ REQUEST_TIMEOUT_S: '0' }), /REQUEST_TIMEOUT_S must be an integer between 1 and 3600/);
 });
+
+t.test('DATABASE_URL: unset runs on SQLite; a postgres:// URL on PostgreSQL; anything else stops the start', async (t) => {
+  t.equal(loadConfig({}).databaseUrl, undefined);
+  t.equal(loadConfig({ DATABASE_URL: 'postgres://cad:secret@db:5432/cad' }).databaseUrl, 'postgres://cad:secret@db:5432/cad');
+  t.equal(loadConfig({ DATABASE_URL: 'postgresql://db/cad' }).databaseUrl, 'postgresql://db/cad');
+  t.throws(() => loadConfig({ DATABASE_URL: 'mysql://db/cad' }), /DATABASE_URL must be a postgres:\/\/ URL/);
+});
+
+t.test('NODE_ID: the host name and process id unless set; a plain name of at most 64 characters', async (t) => {
+  t.match(loadConfig({}).nodeId, new RegExp(`-${process.pid}$`));
+  t.equal(loadConfig({ NODE_ID: 'node-a.1' }).nodeId, 'node-a.1');
+  t.throws(() => loadConfig({ NODE_ID: 'a b' }), /NODE_ID must be/);
+  t.equal(loadConfig({}).dbPoolMax, 10);
+});
