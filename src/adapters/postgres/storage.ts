@@ -40,11 +40,13 @@ export type PostgresStorage = Storage & {
 export async function postgresStorage(options: PostgresStorageOptions): Promise<(log: FastifyBaseLogger, presence: Presence) => PostgresStorage> {
   // an idle connection's error, before a log is given: a process warning (db.ts)
   let onPoolError = (err: Error) => process.emitWarning(`PostgreSQL pool: ${err.message}`);
+  let closed: Promise<void> | null = null;
   const db = openPostgres({
     url: options.url,
     ...(options.poolMax !== undefined ? { poolMax: options.poolMax } : {}),
     applicationName: options.nodeId ? `cad-${options.nodeId}` : 'cad',
-    onError: (err) => onPoolError(err),
+    // once closing, a connection still ending may report its end (pool.end() resolves before they have)
+    onError: (err) => closed === null && onPoolError(err),
   });
   try {
     await migratePostgres(db);
@@ -52,7 +54,6 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     await db.$client.end().catch(() => {});
     throw err;
   }
-  let closed: Promise<void> | null = null;
   const close = () => (closed ??= db.$client.end());
 
   return (log, presence) => {
