@@ -1,12 +1,16 @@
 // The incident store contract (test/adapters/contract/incidents.ts) against PgIncidents, with a
 // minimal identity and outbox written here in SQL (only what the suite's set-up calls), so that
 // the incident store is tested on its own. Each test gets a fresh database (freshDatabase).
-import t from 'tap';
+import t, { type Test } from 'tap';
+import pg from 'pg';
 import { openPostgres, migratePostgres, type PgDb } from '../../../src/adapters/postgres/db.js';
 import { PgIncidents, notifyPayloads, isRetryable } from '../../../src/adapters/postgres/incidents.js';
 import type { DeviceChanges, NewDevice, NewUser } from '../../../src/ports/identity.js';
 import type { Storage } from '../../../src/ports/storage.js';
 import { incidentStoreContract, type StorageFactory } from '../contract/index.js';
+import { ok, world } from '../contract/world.js';
+import { createChange } from '../../../src/services/incidents.js';
+import type { Decide } from '../../../src/ports/incidents.js';
 import { freshDatabase, pgSkip } from '../../fixtures/postgres.js';
 
 const n = (v: unknown) => Number(v);
@@ -102,9 +106,26 @@ const factory: StorageFactory = async (t, presence) => {
     incidents: new PgIncidents(db, presence),
     identity: minimalIdentity(db),
     outbox: minimalOutbox(db),
+    url,
   };
   return storage as unknown as Storage;
 };
+
+/** a world on a fresh database, with the PgIncidents under test and its database's URL */
+async function pgWorld(t: Test) {
+  const w = await world(t, factory);
+  const { url } = w.storage as unknown as { url: string };
+  return { w, store: w.incidents as PgIncidents, url };
+}
+
+/** a client of its own on `url`, ended at `t`'s teardown */
+async function connect(t: Test, url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  t.teardown(() => client.end());
+  return client;
+}
 
 t.test('the incident store contract on PostgreSQL (PgIncidents)', { skip: pgSkip }, async (t) => {
   await incidentStoreContract(t, factory);
@@ -128,3 +149,108 @@ t.test('when an error is a serialization failure, a deadlock or a unique violati
   t.notOk(isRetryable(new Error('a bug in a decision')));
   t.notOk(isRetryable({ code: '08006' }));
 });
+
+t.test('when writes commit events, then each notifies "pushes" with its devices’ ids at its commit; a refused or failed write notifies nothing', { skip: pgSkip }, async (t) => {
+  const { w, url } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const b = await w.device('E2', cad);
+  const listener = await connect(t, url);
+  const heard: string[] = [];
+  let wake: (() => void) | null = null;
+  listener.on('notification', (m) => {
+    if (m.channel === 'pushes') heard.push(m.payload ?? '');
+    wake?.();
+  });
+  await listener.query('LISTEN pushes');
+  const heardAtLeast = async (count: number) => {
+    while (heard.length < count) await new Promise<void>((resolve) => (wake = resolve));
+  };
+  ok(t, await w.create(cad, 'N-1', ['E2', 'E1']));
+  await heardAtLeast(1);
+  t.same(heard, [`${a.id},${b.id}`], 'one notification, the device ids in ascending order');
+  const boom: Decide = () => {
+    throw new Error('a bug in a decision');
+  };
+  await t.rejects(w.incidents.write(cad, { originId: 'N-2' }, boom, { callsigns: ['E1'], now: w.now() }));
+  const taken = await w.create(cad, 'N-1', ['E1']);
+  t.match(taken, { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN' } });
+  ok(t, await w.create(cad, 'N-3', []));
+  ok(t, await w.create(cad, 'N-4', ['E1']));
+  // notifications arrive in commit order: once N-4's is here, any of the writes before it would be too
+  await heardAtLeast(2);
+  t.same(heard, [`${a.id},${b.id}`, `${a.id}`], 'nothing for the failed, refused or eventless writes; N-4 names its device');
+});
+
+t.test('when writes name the same devices in opposite orders at once, then none waits on another in a cycle (no deadlock, no retry)', { skip: pgSkip }, async (t) => {
+  const { w, store } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const b = await w.device('E2', cad);
+  const N = 12;
+  const outcomes = await Promise.all(Array.from({ length: N }, (_, i) => w.create(cad, `D-${i}`, i % 2 === 0 ? ['E1', 'E2'] : ['E2', 'E1'])));
+  outcomes.forEach((o) => ok(t, o));
+  t.equal(store.retries, 0, 'no unit of work was run again');
+  t.same(await w.pushIds(a.id), Array.from({ length: N }, (_, i) => i + 1));
+  t.same(await w.pushIds(b.id), Array.from({ length: N }, (_, i) => i + 1));
+});
+
+t.test('when a unit of work fails with a serialization failure or a deadlock, then it is run again whole, decide included, up to 3 times', { skip: pgSkip }, async (t) => {
+  const { w, store } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const change = createChange(cad, { originId: 'R-1', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['E1'] }, w.now());
+  if (!change.ok) throw new Error('the change is refused');
+  let calls = 0;
+  const failing =
+    (failures: number, code: string): Decide =>
+    (current, match) => {
+      calls += 1;
+      if (calls <= failures) throw Object.assign(new Error(`failure ${calls}`), { code });
+      return change.decide(current, match);
+    };
+  const r = ok(t, await w.incidents.write(cad, change.locator, failing(2, '40P01'), change.options));
+  t.equal(calls, 3, 'decided three times');
+  t.equal(store.retries, 2);
+  t.same(await w.pushIds(a.id), [1], 'written once');
+  t.equal(r.events[0]!.deviceId, a.id);
+
+  calls = 0;
+  await t.rejects(w.incidents.write(cad, { originId: 'R-2' }, failing(100, '40001'), change.options), { code: '40001' });
+  t.equal(calls, 4, 'run once and again 3 times, then the error is thrown');
+  t.same(await w.pushIds(a.id), [1], 'nothing written');
+});
+
+for (const kind of ['a create', 'an update moving an incident'] as const) {
+  t.test(`when ${kind} names an originId a concurrent create has taken but not yet committed, then it waits, and is refused ORIGIN_ID_TAKEN once the create commits`, { skip: pgSkip }, async (t) => {
+    const { w, store, url } = await pgWorld(t);
+    const cad = await w.user('CAD');
+    const a = await w.device('E1', cad);
+    const r = ok(t, await w.create(cad, 'MOVE-1', ['E1']));
+    const before = await w.snapshot();
+    // the other writer: an incident under MOVE-2, inserted in a transaction still open
+    const other = await connect(t, url);
+    await other.query('BEGIN');
+    const { rows } = await other.query(
+      `INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ('MOVE-2', 'FIRE', 'OPEN', 0, 0, 1, $1) RETURNING id`,
+      [w.now()],
+    );
+    const takenId = Number(rows[0].id);
+    await other.query('INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2)', [cad.id, takenId]);
+    const write = kind === 'a create' ? w.create(cad, 'MOVE-2', ['E1']) : w.update(cad, { id: r.incident.id }, { originId: 'MOVE-2', resources: [] });
+    // until the write's INSERT or UPDATE waits for the open transaction (on incidents_origin_id)
+    const watcher = await connect(t, url);
+    for (;;) {
+      const waiting = await watcher.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+      if (waiting.rows.length > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await other.query('COMMIT');
+    t.same(await write, { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: takenId } }, 'refused, with the id for a caller who reaches it');
+    t.equal(store.retries, 1, 'after running the unit of work again');
+    t.same(await w.incidents.get(cad, r.incident.id), r.incident, 'the incident as it was');
+    const after = await w.snapshot();
+    t.same(after.events, before.events, 'no event written');
+    t.same(await w.pushIds(a.id), [1], 'no push');
+  });
+}
