@@ -95,12 +95,16 @@ const ACK = `
   )
   SELECT (SELECT count(*)::int FROM delivered) AS delivered, (SELECT count(*)::int FROM raised) AS raised`;
 
-/** one step of the sweep: up to $2 events pending since before $1, none another transaction holds */
+/**
+ * One step of the sweep: up to $2 events pending since before $1, none another transaction
+ * holds. `= ANY(ARRAY(…))`, not `IN (…)`: the rows are then updated through the primary key
+ * (with IN, the planner joins the step's ids with every pending event).
+ */
 const EXPIRE = `
-  UPDATE events SET state = 'EXPIRED' WHERE id IN (
+  UPDATE events SET state = 'EXPIRED' WHERE id = ANY(ARRAY(
     SELECT id FROM events WHERE state = 'PENDING' AND event_time < $1
     ORDER BY event_time LIMIT $2 FOR UPDATE SKIP LOCKED
-  ) AND state = 'PENDING'`;
+  )) AND state = 'PENDING'`;
 
 const SET_STATUSES = `
   UPDATE devices d SET status = v.status, last_update = coalesce(v.at, d.last_update)
