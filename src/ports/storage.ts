@@ -15,8 +15,8 @@ export interface Storage {
   readonly incidents: IncidentStorePort;
   readonly identity: IdentityPort;
   readonly outbox: OutboxPort;
-  /** the database answers, and writes reach the disk */
-  health(): StorageHealth;
+  /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
+  health(): StorageHealth | Promise<StorageHealth>;
   /**
    * Set once the storage cannot tell what is on disk (a failed fsync): every request that
    * could write is refused with it until a restart. Null while writes are safe.

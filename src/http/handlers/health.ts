@@ -7,7 +7,7 @@ export class HealthHandlers {
   constructor(private readonly ctx: Context) {}
 
   getHealth: Handler<'getHealth'> = async (req, reply) => {
-    const health = this.ctx.storage.health();
+    const health = await this.ctx.storage.health();
     const database = health.ok ? 'ok' : 'unavailable';
     if (!health.ok) req.log.error({ err: health.err, syncStalled: health.why === 'a sync to disk has been pending too long' }, `health: database unavailable: ${health.why}`);
     return reply.code(health.ok ? 200 : 503).send({ status: database, database, version: this.ctx.version });

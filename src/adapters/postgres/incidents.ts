@@ -1,0 +1,437 @@
+// The incident store on PostgreSQL (ports/incidents.ts, DESIGN section 9): the behaviour of
+// src/adapters/sqlite/incidents.ts (IncidentStore), without its performance mechanisms (the
+// kept state, the GET cache, the match cache): plain queries, parameterised, over one pooled
+// client per unit of work.
+//
+// One write is one transaction (READ COMMITTED) on one client:
+//  1. `SELECT … FOR UPDATE` the incident the locator names, by id or by origin_id: writes to one
+//     incident take effect one after another, each deciding on what the one before it left (a
+//     waiter re-reads the row once the holder commits; a row deleted or moved meanwhile is not
+//     found).
+//  2. match the callsigns for the caller (`FOR KEY SHARE` on the devices matched, and on the
+//     devices of the stored assignments that still exist: none of them can be deleted before
+//     the commit, so every event the decision plans has its device), read whether the caller
+//     reaches the incident, and run `decide`.
+//  3. write the incident, its callsign keys, the creator's link, an incident_versions row and
+//     the events. The devices that get events are locked in ascending id order first (`FOR NO
+//     KEY UPDATE`), so two writes touching the same devices never wait on each other in a
+//     cycle; then each event takes its pushId from `UPDATE devices SET push_seq = push_seq + 1
+//     … RETURNING push_seq`, in the plan's order. The device's row lock, held to the commit,
+//     orders its pushes: pushIds gapless and in commit order, and event ids too (an event id is
+//     drawn after the lock).
+//  4. `pg_notify('pushes', '<device id>,<device id>,…')` when events were written (delivered
+//     at the commit, never for a rolled-back write), then COMMIT.
+//
+// A create whose originId is free takes no lock for it: two concurrent creates of one originId
+// both find nothing, and the unique index incidents_origin_id makes the second INSERT wait for
+// the first to commit, then fail with 23505. So does a move (an update to another originId)
+// racing a create or move to the same one. A 23505 on that index rolls the unit of work back and
+// runs it again, `decide` included: it then finds the incident and refuses ORIGIN_ID_TAKEN
+// exactly as a write that came later would (with the id only for a caller who reaches it). The
+// same retry answers a serialization failure or a deadlock (40001, 40P01); after MAX_RETRIES the
+// error is thrown.
+//
+// A write resolves once COMMIT has returned: a committed row is on disk, so events() has no
+// durable horizon here (SQLite's group commit has one).
+import type pg from 'pg';
+import { callsignKey } from '../../domain/callsign.js';
+import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
+import { utc } from '../../domain/time.js';
+import type { Current, Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter, Outcome } from '../../ports/incidents.js';
+import type { Presence } from '../../ports/presence.js';
+import type { PgDb } from './db.js';
+
+/** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
+export const MAX_RETRIES = 3;
+
+/** the channel a write notifies, with the ids of the devices it wrote pushes for */
+export const PUSH_CHANNEL = 'pushes';
+
+/** NOTIFY refuses payloads of 8000 bytes or more: longer lists of device ids go in several */
+const NOTIFY_MAX = 7900;
+
+/** Every incident field and its column, as in sqlite/incidents.ts (a field without a column does not compile). */
+const COLUMN: { readonly [F in keyof Incident]: string } = {
+  id: 'id',
+  originId: 'origin_id',
+  type: 'type',
+  timeOfOrigin: 'time_of_origin',
+  timeReceived: 'time_received',
+  timeUpdated: 'time_updated',
+  status: 'status',
+  timeClosed: 'time_closed',
+  latitude: 'latitude',
+  longitude: 'longitude',
+  priority: 'priority',
+  description: 'description',
+  /** JSON array of callsigns, as sent */
+  resources: 'resources',
+};
+const FIELDS = Object.keys(COLUMN) as (keyof Incident)[];
+
+/** a row as read: ids are int8, which `pg` gives as strings; the callsigns still JSON */
+type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; resources: string };
+
+interface StoredRow extends IncidentRow {
+  /** JSON array of Assignment */
+  assignments: string;
+}
+
+function selectList(alias = ''): string {
+  return FIELDS.map((f) => `${alias}${COLUMN[f]} AS "${f}"`).join(', ');
+}
+
+function toIncident(row: IncidentRow): Incident {
+  const incident = {} as Record<keyof Incident, unknown>;
+  for (const f of FIELDS) incident[f] = row[f];
+  incident.id = Number(row.id);
+  incident.resources = JSON.parse(row.resources) as string[];
+  return incident as Incident;
+}
+
+/** what a write sets: every field but id and originId, then stored_at and assignments */
+const WRITTEN = FIELDS.filter((f) => f !== 'id' && f !== 'originId') as Exclude<keyof Incident, 'id' | 'originId'>[];
+const SET_LIST = [...WRITTEN.map((c) => COLUMN[c]), 'stored_at', 'assignments'];
+
+function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
+  const values: unknown[] = WRITTEN.map((f) => (f === 'resources' ? JSON.stringify(d.resources) : d[f]));
+  values.push(storedAt, JSON.stringify(assignments));
+  return values;
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+const INSERT = `INSERT INTO incidents (${SET_LIST.join(', ')}, origin_id) VALUES (${SET_LIST.map((_, i) => `$${i + 1}`).join(', ')}, $${SET_LIST.length + 1}) RETURNING id`;
+// origin_id is set only when it changes, as in SQLite (an unchanged key column still costs an index write there)
+const UPDATE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${SET_LIST.length + 1}`;
+const UPDATE_AND_MOVE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, origin_id = $${SET_LIST.length + 1} WHERE id = $${SET_LIST.length + 2}`;
+const STORED_BY_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE id = $1 FOR UPDATE`;
+const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE origin_id = $1 FOR UPDATE`;
+const BY_ID = `SELECT ${selectList()} FROM incidents WHERE id = $1`;
+const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
+// the devices the callsign keys match, each key's in id order; locked against deletion until the commit
+const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id FOR KEY SHARE OF d`;
+const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
+    SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
+      AND (ud.user_id = $2 OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)))
+  ORDER BY d.id FOR KEY SHARE OF d`;
+
+const PG_INT8_MAX = 9223372036854775807n;
+
+/** an id the database can hold: a larger one names no row (int8 would reject it) */
+function inRange(id: number): boolean {
+  return Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
+}
+
+/** whether the unit of work is run again: a serialization failure, a deadlock, or an originId taken by a write that committed meanwhile */
+export function isRetryable(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, constraint } = err as { code?: unknown; constraint?: unknown };
+  return code === '40001' || code === '40P01' || (code === '23505' && constraint === 'incidents_origin_id');
+}
+
+type Client = pg.PoolClient;
+
+async function rows<T>(c: Client | pg.Pool, sql: string, values: unknown[] = []): Promise<T[]> {
+  return (await c.query(sql, values)).rows as T[];
+}
+
+export class PgIncidents implements IncidentStorePort {
+  /** units of work run again (serialization failures, deadlocks, originIds taken meanwhile), for stats */
+  retries = 0;
+
+  constructor(
+    private readonly db: PgDb,
+    private readonly presence: Presence,
+  ) {}
+
+  private get pool(): pg.Pool {
+    return this.db.$client;
+  }
+
+  /**
+   * fn in a transaction of its own on one pooled client, run again (whole) on a retryable error.
+   * A client whose ROLLBACK failed is dropped from the pool, not given back half-way through.
+   */
+  private async unitOfWork<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt += 1) {
+      const client = await this.pool.connect();
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN');
+        try {
+          const result = await fn(client);
+          await client.query('COMMIT');
+          return result;
+        } catch (err) {
+          await client.query('ROLLBACK').catch((e: unknown) => {
+            broken = e instanceof Error ? e : new Error(String(e));
+          });
+          throw err;
+        }
+      } catch (err) {
+        if (attempt < MAX_RETRIES && !broken && isRetryable(err)) {
+          this.retries += 1;
+          continue;
+        }
+        throw err;
+      } finally {
+        client.release(broken);
+      }
+    }
+  }
+
+  async exists(id: number): Promise<boolean> {
+    if (!inRange(id)) return false;
+    return (await rows(this.pool, `SELECT 1 FROM incidents WHERE id = $1`, [id])).length > 0;
+  }
+
+  private async reaches(c: Client | pg.Pool, caller: Caller, id: number): Promise<boolean> {
+    return caller.administrator || (await rows(c, REACHES, [id, caller.id])).length > 0;
+  }
+
+  async get(caller: Caller, id: number): Promise<Incident | 'NOT_FOUND' | 'FORBIDDEN'> {
+    if (!inRange(id)) return 'NOT_FOUND';
+    const [row] = await rows<IncidentRow>(this.pool, BY_ID, [id]);
+    if (!row) return 'NOT_FOUND';
+    if (!(await this.reaches(this.pool, caller, id))) return 'FORBIDDEN';
+    return toIncident(row);
+  }
+
+  /** the devices the callsigns match for the caller, by key in the order the callsigns first name it; keys with no device left out */
+  private async match(c: Client, caller: Caller, callsigns: readonly string[]): Promise<MatchContext> {
+    const matches = new Map<string, number[]>();
+    const keys = [...new Set(callsigns.map(callsignKey))];
+    if (keys.length > 0) {
+      const found = caller.administrator
+        ? await rows<{ key: string; id: string }>(c, MATCH_ALL, [keys])
+        : await rows<{ key: string; id: string }>(c, MATCH_REACHABLE, [keys, caller.id]);
+      const byKey = new Map<string, number[]>();
+      for (const r of found) {
+        let ids = byKey.get(r.key);
+        if (!ids) byKey.set(r.key, (ids = []));
+        ids.push(Number(r.id));
+      }
+      for (const key of keys) {
+        const ids = byKey.get(key);
+        if (ids) matches.set(key, ids);
+      }
+    }
+    return { matches, online: this.presence.online };
+  }
+
+  /**
+   * The stored assignments of devices that still exist, in the order they were assigned (a
+   * deleted device's entry stays on the row until the incident is next written, as in SQLite).
+   * Those that exist are locked against deletion until the commit: a stand-down planned for
+   * one always finds its device.
+   */
+  private async storedAssignments(c: Client, stored: readonly Assignment[], match: MatchContext): Promise<readonly Assignment[]> {
+    const known = new Set<number>();
+    for (const ids of match.matches.values()) for (const id of ids) known.add(id);
+    const unknown = [...new Set(stored.map((a) => a.deviceId).filter((id) => !known.has(id)))];
+    if (unknown.length === 0) return stored;
+    const found = await rows<{ id: string }>(c, `SELECT id FROM devices WHERE id = ANY($1::int8[]) FOR KEY SHARE`, [unknown]);
+    for (const r of found) known.add(Number(r.id));
+    return found.length === unknown.length ? stored : stored.filter((a) => known.has(a.deviceId));
+  }
+
+  /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
+  private async writeCallsigns(c: Client, id: number, before: readonly string[], after: readonly string[]): Promise<void> {
+    const had = new Set(before.map(callsignKey));
+    const has = new Set(after.map(callsignKey));
+    const gone = [...had].filter((k) => !has.has(k));
+    const added = [...has].filter((k) => !had.has(k));
+    if (gone.length > 0) await c.query(`DELETE FROM incident_callsigns WHERE incident_id = $1 AND callsign_key = ANY($2::text[])`, [id, gone]);
+    if (added.length > 0) {
+      await c.query(`INSERT INTO incident_callsigns (callsign_key, incident_id) SELECT k, $1 FROM unnest($2::text[]) AS k ON CONFLICT DO NOTHING`, [id, added]);
+    }
+  }
+
+  /**
+   * One event per draft, which is also its push (the outbox), numbered in its device's own
+   * sequence; a stand-down of an assignment its device never received (PENDING, never sent)
+   * supersedes it, as in SQLite. Then the notification of the devices written for.
+   */
+  private async writeEvents(c: Client, incident: Incident, drafts: readonly EventDraft[], now: string): Promise<EventView[]> {
+    if (drafts.length === 0) return [];
+    const [version] = await rows<{ id: string }>(c, `INSERT INTO incident_versions (incident_id, incident) VALUES ($1, $2) RETURNING id`, [
+      incident.id,
+      JSON.stringify(incident),
+    ]);
+    const versionId = Number(version!.id);
+    const deviceIds = [...new Set(drafts.map((e) => e.deviceId))].sort((a, b) => a - b);
+    // ascending id order: writes that share devices lock them in the same order
+    await c.query(`SELECT id FROM devices WHERE id = ANY($1::int8[]) ORDER BY id FOR NO KEY UPDATE`, [deviceIds]);
+    const out: EventView[] = [];
+    for (const e of drafts) {
+      const attributes = JSON.stringify(e.attributes);
+      let state: EventView['state'] = 'PENDING';
+      if (e.type === 'incidentDeassigned') {
+        const superseded = await c.query(
+          `UPDATE events SET state = 'SUPERSEDED'
+             WHERE incident_id = $1 AND device_id = $2 AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0`,
+          [incident.id, e.deviceId],
+        );
+        if ((superseded.rowCount ?? 0) > 0) state = 'SUPERSEDED';
+      }
+      const [seq] = await rows<{ push_seq: string }>(c, `UPDATE devices SET push_seq = push_seq + 1 WHERE id = $1 RETURNING push_seq`, [e.deviceId]);
+      if (!seq) throw new Error(`an event for device ${e.deviceId}, which does not exist`);
+      const [event] = await rows<{ id: string }>(
+        c,
+        `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+        [e.type, e.deviceId, incident.id, now, attributes, versionId, state, seq.push_seq],
+      );
+      out.push({ id: Number(event!.id), type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
+    }
+    for (const payload of notifyPayloads(deviceIds)) await c.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]);
+    return out;
+  }
+
+  private async finish(c: Client, plan: Plan<Incident>, now: string): Promise<IncidentResult> {
+    const events = await this.writeEvents(c, plan.incident, plan.events, now);
+    return { ok: true, incident: plan.incident, report: plan.report, events };
+  }
+
+  /**
+   * The unit of work (ports/incidents.ts): reads the incident `locator` names (locked), matches
+   * the callsigns for the caller, lets `decide` say what to write, and writes it, in one
+   * transaction; run again whole on a retryable error (isRetryable).
+   */
+  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Promise<Outcome> {
+    const { now } = options;
+    return this.unitOfWork(async (c): Promise<Outcome> => {
+      let row: StoredRow | undefined;
+      if ('id' in locator) {
+        if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id]);
+      } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId]);
+      const context = await this.match(c, caller, options.callsigns);
+      let current: Current | null = null;
+      if (row) {
+        const incident = toIncident(row);
+        const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], context);
+        current = { incident, assignments, reachable: await this.reaches(c, caller, incident.id) };
+      }
+      const decision = decide(current, context);
+      if (!decision.ok) return decision;
+      if (decision.write === 'insert') {
+        const draft: IncidentDraft = decision.plan.incident;
+        const [inserted] = await rows<{ id: string }>(c, INSERT, [...rowValues(draft, now, decision.plan.assignments), draft.originId]);
+        const incident: Incident = { id: Number(inserted!.id), ...draft };
+        await this.writeCallsigns(c, incident.id, [], incident.resources);
+        // the creator is linked to what it created (DESIGN section 3, incident permission)
+        await c.query(`INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [caller.id, incident.id]);
+        return await this.finish(c, { ...decision.plan, incident }, now);
+      }
+      const stored = current!.incident;
+      if (decision.write === 'delete') {
+        const result = await this.finish(c, decision.plan, now);
+        await this.writeCallsigns(c, stored.id, stored.resources, []);
+        await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
+        return result;
+      }
+      const incident = decision.plan.incident;
+      if (incident.originId !== stored.originId) {
+        const [taken] = await rows<{ id: string }>(c, `SELECT id FROM incidents WHERE origin_id = $1`, [incident.originId]);
+        if (taken) {
+          const takenId = Number(taken.id);
+          return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: (await this.reaches(c, caller, takenId)) ? takenId : null } };
+        }
+      }
+      const values = rowValues(incident, now, decision.plan.assignments);
+      if (incident.originId === stored.originId) await c.query(UPDATE, [...values, stored.id]);
+      else await c.query(UPDATE_AND_MOVE, [...values, incident.originId, stored.id]);
+      if (!sameList(stored.resources, incident.resources)) await this.writeCallsigns(c, stored.id, stored.resources, incident.resources);
+      return await this.finish(c, decision.plan, now);
+    });
+  }
+
+  async list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    let from = 'incidents i';
+    let order = 'i.id';
+    if (filter.ownerIds !== null) {
+      if (filter.ownerIds.length === 0) return { incidents: [], more: false };
+      if (filter.ownerIds.length === 1) {
+        // walks the owner's links (user_incidents' primary key) in incident order
+        from = 'user_incidents ui JOIN incidents i ON i.id = ui.incident_id';
+        order = 'ui.incident_id';
+        where.push(`ui.user_id = ${arg(filter.ownerIds[0])}`);
+      } else {
+        where.push(`EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = i.id AND ui.user_id = ANY(${arg(filter.ownerIds)}::int8[]))`);
+      }
+    }
+    if (filter.status) where.push(`i.status = ${arg(filter.status)}`);
+    if (filter.originId !== undefined) where.push(`i.origin_id = ${arg(filter.originId)}`);
+    if (filter.callsign !== undefined) where.push(`i.id IN (SELECT incident_id FROM incident_callsigns WHERE callsign_key = ${arg(callsignKey(filter.callsign))})`);
+    if (filter.updatedSince !== undefined) where.push(`i.stored_at >= ${arg(utc(filter.updatedSince))}`);
+    const sql = `SELECT ${selectList('i.')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ${arg(filter.limit + 1)} OFFSET ${arg(filter.offset)}`;
+    const found = await rows<IncidentRow>(this.pool, sql, args);
+    const more = found.length > filter.limit;
+    const page = more ? found.slice(0, filter.limit) : found;
+    return { incidents: page.map(toIncident), more };
+  }
+
+  async events(filter: EventFilter): Promise<EventView[]> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => {
+      args.push(v);
+      return `$${args.length}`;
+    };
+    if (filter.ownerIds !== null) {
+      if (filter.ownerIds.length === 0) return [];
+      where.push(`e.device_id IN (SELECT device_id FROM user_devices WHERE user_id = ANY(${arg(filter.ownerIds)}::int8[]))`);
+    }
+    if (filter.incidentId !== undefined) {
+      if (!inRange(filter.incidentId)) return [];
+      where.push(`e.incident_id = ${arg(filter.incidentId)}`);
+    }
+    if (filter.deviceId !== undefined) {
+      if (!inRange(filter.deviceId)) return [];
+      where.push(`e.device_id = ${arg(filter.deviceId)}`);
+    }
+    if (filter.type !== undefined) where.push(`e.type = ${arg(filter.type)}`);
+    if (filter.from !== undefined) where.push(`e.event_time >= ${arg(utc(filter.from))}`);
+    if (filter.to !== undefined) where.push(`e.event_time < ${arg(utc(filter.to))}`);
+    // one device's events in push_seq order are in id order (the device's row lock): read off
+    // events_device (device_id, push_seq)
+    const order = filter.deviceId !== undefined ? 'e.push_seq' : 'e.id';
+    const found = await rows<Omit<EventView, 'id' | 'deviceId' | 'incidentId' | 'attributes'> & { id: string; deviceId: string; incidentId: string; attributes: string }>(
+      this.pool,
+      `SELECT e.id, e.type, e.event_time AS "eventTime", e.device_id AS "deviceId", e.incident_id AS "incidentId", e.attributes, e.state, e.attempts
+       FROM events e ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ${arg(filter.limit)} OFFSET ${arg(filter.offset)}`,
+      args,
+    );
+    return found.map((r) => ({
+      ...r,
+      id: Number(r.id),
+      deviceId: Number(r.deviceId),
+      incidentId: Number(r.incidentId),
+      attributes: JSON.parse(r.attributes) as EventView['attributes'],
+    }));
+  }
+}
+
+/** the device ids, comma-separated, in as few payloads as NOTIFY takes (each under 8000 bytes) */
+export function notifyPayloads(deviceIds: readonly number[]): string[] {
+  const out: string[] = [];
+  let current = '';
+  for (const id of deviceIds) {
+    const s = String(id);
+    if (current.length > 0 && current.length + 1 + s.length > NOTIFY_MAX) {
+      out.push(current);
+      current = '';
+    }
+    current = current.length > 0 ? `${current},${s}` : s;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}

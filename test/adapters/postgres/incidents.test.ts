@@ -1,0 +1,256 @@
+// The incident store contract (test/adapters/contract/incidents.ts) against PgIncidents, with a
+// minimal identity and outbox written here in SQL (only what the suite's set-up calls), so that
+// the incident store is tested on its own. Each test gets a fresh database (freshDatabase).
+import t, { type Test } from 'tap';
+import pg from 'pg';
+import { openPostgres, migratePostgres, type PgDb } from '../../../src/adapters/postgres/db.js';
+import { PgIncidents, notifyPayloads, isRetryable } from '../../../src/adapters/postgres/incidents.js';
+import type { DeviceChanges, NewDevice, NewUser } from '../../../src/ports/identity.js';
+import type { Storage } from '../../../src/ports/storage.js';
+import { incidentStoreContract, type StorageFactory } from '../contract/index.js';
+import { ok, world } from '../contract/world.js';
+import { createChange } from '../../../src/services/incidents.js';
+import type { Decide } from '../../../src/ports/incidents.js';
+import { freshDatabase, pgSkip } from '../../fixtures/postgres.js';
+
+const n = (v: unknown) => Number(v);
+
+/** just what the incident contract's set-up calls, in plain SQL */
+function minimalIdentity(db: PgDb) {
+  const q = async (sql: string, values: unknown[] = []) => (await db.$client.query(sql, values)).rows as Record<string, unknown>[];
+  const device = (r: Record<string, unknown>) => ({ ...r, id: n(r.id), settledUpTo: n(r.settledUpTo), pushSeq: n(r.pushSeq) });
+  const deviceCols = `id, name, name_key AS "nameKey", unique_id AS "uniqueId", status, last_update AS "lastUpdate", disabled, attributes, settled_up_to AS "settledUpTo", push_seq AS "pushSeq"`;
+  return {
+    async insertUser(v: NewUser) {
+      const [r] = await q(`INSERT INTO users (name, email, email_key, password_hash, administrator, readonly) VALUES ($1, $2, lower($2), $3, $4, $5) RETURNING id`, [
+        v.name,
+        v.email,
+        v.passwordHash,
+        v.administrator ?? false,
+        v.readonly ?? false,
+      ]);
+      return { ...v, id: n(r!.id), administrator: v.administrator ?? false, readonly: v.readonly ?? false };
+    },
+    async insertDevice(v: NewDevice) {
+      const [r] = await q(`INSERT INTO devices (name, name_key, unique_id, disabled) VALUES ($1, $2, $3, $4) RETURNING ${deviceCols}`, [v.name, v.nameKey, v.uniqueId, v.disabled ?? false]);
+      return device(r!);
+    },
+    async updateDevice(id: number, v: DeviceChanges) {
+      const [r] = await q(
+        `UPDATE devices SET name = coalesce($2, name), name_key = coalesce($3, name_key), disabled = coalesce($4, disabled) WHERE id = $1 RETURNING ${deviceCols}`,
+        [id, v.name ?? null, v.nameKey ?? null, v.disabled ?? null],
+      );
+      return device(r!);
+    },
+    async deleteDevice(id: number) {
+      await q(`DELETE FROM devices WHERE id = $1`, [id]);
+    },
+    async linkDevice(userId: number, deviceId: number) {
+      await q(`INSERT INTO user_devices (user_id, device_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [userId, deviceId]);
+    },
+    async unlinkDevice(userId: number, deviceId: number) {
+      await q(`DELETE FROM user_devices WHERE user_id = $1 AND device_id = $2`, [userId, deviceId]);
+    },
+    async linkManagedUser(userId: number, managed: number) {
+      await q(`INSERT INTO user_users (user_id, managed_user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [userId, managed]);
+    },
+    async unlinkManagedUser(userId: number, managed: number) {
+      await q(`DELETE FROM user_users WHERE user_id = $1 AND managed_user_id = $2`, [userId, managed]);
+    },
+    async linkIncident(userId: number, incidentId: number) {
+      await q(`INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [userId, incidentId]);
+    },
+    async unlinkIncident(userId: number, incidentId: number) {
+      await q(`DELETE FROM user_incidents WHERE user_id = $1 AND incident_id = $2`, [userId, incidentId]);
+    },
+    async reachesIncident(userId: number, incidentId: number) {
+      const found = await q(
+        `SELECT 1 FROM user_incidents WHERE incident_id = $2 AND (user_id = $1 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $1))`,
+        [userId, incidentId],
+      );
+      return found.length > 0;
+    },
+  };
+}
+
+function minimalOutbox(db: PgDb) {
+  const q = async (sql: string, values: unknown[] = []) => await db.$client.query(sql, values);
+  return {
+    async pendingAfter(deviceId: number, after: number, limit: number) {
+      const { rows } = await q(
+        `SELECT e.push_seq AS "pushId", e.id AS "eventId", e.type, e.event_time AS "eventTime", e.device_id AS "deviceId", e.incident_id AS "incidentId",
+                e.attributes, v.incident, e.last_sent_at AS "lastSentAt"
+         FROM events e JOIN incident_versions v ON v.id = e.version_id
+         WHERE e.device_id = $1 AND e.push_seq > $2 AND e.state = 'PENDING' ORDER BY e.push_seq LIMIT $3`,
+        [deviceId, after, limit],
+      );
+      return rows.map((r: Record<string, unknown>) => ({ ...r, pushId: n(r.pushId), eventId: n(r.eventId), deviceId: n(r.deviceId), incidentId: n(r.incidentId) }));
+    },
+    async markSent(eventIds: readonly number[], at: string) {
+      await q(`UPDATE events SET attempts = attempts + 1, last_sent_at = $2 WHERE id = ANY($1::int8[])`, [eventIds, at]);
+    },
+    async ack(deviceId: number, upTo: number, at: string) {
+      const r = await q(`UPDATE events SET state = 'DELIVERED', delivered_at = $3 WHERE device_id = $1 AND push_seq <= $2 AND state = 'PENDING'`, [deviceId, upTo, at]);
+      return r.rowCount ?? 0;
+    },
+  };
+}
+
+const factory: StorageFactory = async (t, presence) => {
+  const url = await freshDatabase(t);
+  // DROP DATABASE … WITH (FORCE) may still find a backend of a pool just ended: not this test's concern
+  const db = openPostgres({ url, poolMax: 10, onError: () => {} });
+  t.teardown(() => db.$client.end());
+  await migratePostgres(db);
+  const storage = {
+    incidents: new PgIncidents(db, presence),
+    identity: minimalIdentity(db),
+    outbox: minimalOutbox(db),
+    url,
+  };
+  return storage as unknown as Storage;
+};
+
+/** a world on a fresh database, with the PgIncidents under test and its database's URL */
+async function pgWorld(t: Test) {
+  const w = await world(t, factory);
+  const { url } = w.storage as unknown as { url: string };
+  return { w, store: w.incidents as PgIncidents, url };
+}
+
+/** a client of its own on `url`, ended at `t`'s teardown */
+async function connect(t: Test, url: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => {});
+  await client.connect();
+  t.teardown(() => client.end());
+  return client;
+}
+
+t.test('the incident store contract on PostgreSQL (PgIncidents)', { skip: pgSkip }, async (t) => {
+  await incidentStoreContract(t, factory);
+});
+
+t.test('when the devices written for would make a NOTIFY payload of 8000 bytes or more, then they go in several, each under it', async (t) => {
+  const ids = Array.from({ length: 3000 }, (_, i) => 1_000_000 + i);
+  const payloads = notifyPayloads(ids);
+  t.ok(payloads.length > 1);
+  t.ok(payloads.every((p) => Buffer.byteLength(p) < 8000));
+  t.same(payloads.join(',').split(',').map(Number), ids, 'every id once, in order');
+  t.same(notifyPayloads([3, 5]), ['3,5']);
+  t.same(notifyPayloads([]), []);
+});
+
+t.test('when an error is a serialization failure, a deadlock or a unique violation of incidents_origin_id, then the unit of work is run again; not otherwise', async (t) => {
+  t.ok(isRetryable({ code: '40001' }));
+  t.ok(isRetryable({ code: '40P01' }));
+  t.ok(isRetryable({ code: '23505', constraint: 'incidents_origin_id' }));
+  t.notOk(isRetryable({ code: '23505', constraint: 'users_email_key' }));
+  t.notOk(isRetryable(new Error('a bug in a decision')));
+  t.notOk(isRetryable({ code: '08006' }));
+});
+
+t.test('when writes commit events, then each notifies "pushes" with its devices’ ids at its commit; a refused or failed write notifies nothing', { skip: pgSkip }, async (t) => {
+  const { w, url } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const b = await w.device('E2', cad);
+  const listener = await connect(t, url);
+  const heard: string[] = [];
+  let wake: (() => void) | null = null;
+  listener.on('notification', (m) => {
+    if (m.channel === 'pushes') heard.push(m.payload ?? '');
+    wake?.();
+  });
+  await listener.query('LISTEN pushes');
+  const heardAtLeast = async (count: number) => {
+    while (heard.length < count) await new Promise<void>((resolve) => (wake = resolve));
+  };
+  ok(t, await w.create(cad, 'N-1', ['E2', 'E1']));
+  await heardAtLeast(1);
+  t.same(heard, [`${a.id},${b.id}`], 'one notification, the device ids in ascending order');
+  const boom: Decide = () => {
+    throw new Error('a bug in a decision');
+  };
+  await t.rejects(w.incidents.write(cad, { originId: 'N-2' }, boom, { callsigns: ['E1'], now: w.now() }));
+  const taken = await w.create(cad, 'N-1', ['E1']);
+  t.match(taken, { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN' } });
+  ok(t, await w.create(cad, 'N-3', []));
+  ok(t, await w.create(cad, 'N-4', ['E1']));
+  // notifications arrive in commit order: once N-4's is here, any of the writes before it would be too
+  await heardAtLeast(2);
+  t.same(heard, [`${a.id},${b.id}`, `${a.id}`], 'nothing for the failed, refused or eventless writes; N-4 names its device');
+});
+
+t.test('when writes name the same devices in opposite orders at once, then none waits on another in a cycle (no deadlock, no retry)', { skip: pgSkip }, async (t) => {
+  const { w, store } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const b = await w.device('E2', cad);
+  const N = 12;
+  const outcomes = await Promise.all(Array.from({ length: N }, (_, i) => w.create(cad, `D-${i}`, i % 2 === 0 ? ['E1', 'E2'] : ['E2', 'E1'])));
+  outcomes.forEach((o) => ok(t, o));
+  t.equal(store.retries, 0, 'no unit of work was run again');
+  t.same(await w.pushIds(a.id), Array.from({ length: N }, (_, i) => i + 1));
+  t.same(await w.pushIds(b.id), Array.from({ length: N }, (_, i) => i + 1));
+});
+
+t.test('when a unit of work fails with a serialization failure or a deadlock, then it is run again whole, decide included, up to 3 times', { skip: pgSkip }, async (t) => {
+  const { w, store } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const change = createChange(cad, { originId: 'R-1', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['E1'] }, w.now());
+  if (!change.ok) throw new Error('the change is refused');
+  let calls = 0;
+  const failing =
+    (failures: number, code: string): Decide =>
+    (current, match) => {
+      calls += 1;
+      if (calls <= failures) throw Object.assign(new Error(`failure ${calls}`), { code });
+      return change.decide(current, match);
+    };
+  const r = ok(t, await w.incidents.write(cad, change.locator, failing(2, '40P01'), change.options));
+  t.equal(calls, 3, 'decided three times');
+  t.equal(store.retries, 2);
+  t.same(await w.pushIds(a.id), [1], 'written once');
+  t.equal(r.events[0]!.deviceId, a.id);
+
+  calls = 0;
+  await t.rejects(w.incidents.write(cad, { originId: 'R-2' }, failing(100, '40001'), change.options), { code: '40001' });
+  t.equal(calls, 4, 'run once and again 3 times, then the error is thrown');
+  t.same(await w.pushIds(a.id), [1], 'nothing written');
+});
+
+for (const kind of ['a create', 'an update moving an incident'] as const) {
+  t.test(`when ${kind} names an originId a concurrent create has taken but not yet committed, then it waits, and is refused ORIGIN_ID_TAKEN once the create commits`, { skip: pgSkip }, async (t) => {
+    const { w, store, url } = await pgWorld(t);
+    const cad = await w.user('CAD');
+    const a = await w.device('E1', cad);
+    const r = ok(t, await w.create(cad, 'MOVE-1', ['E1']));
+    const before = await w.snapshot();
+    // the other writer: an incident under MOVE-2, inserted in a transaction still open
+    const other = await connect(t, url);
+    await other.query('BEGIN');
+    const { rows } = await other.query(
+      `INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ('MOVE-2', 'FIRE', 'OPEN', 0, 0, 1, $1) RETURNING id`,
+      [w.now()],
+    );
+    const takenId = Number(rows[0].id);
+    await other.query('INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2)', [cad.id, takenId]);
+    const write = kind === 'a create' ? w.create(cad, 'MOVE-2', ['E1']) : w.update(cad, { id: r.incident.id }, { originId: 'MOVE-2', resources: [] });
+    // until the write's INSERT or UPDATE waits for the open transaction (on incidents_origin_id)
+    const watcher = await connect(t, url);
+    for (;;) {
+      const waiting = await watcher.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+      if (waiting.rows.length > 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await other.query('COMMIT');
+    t.same(await write, { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: takenId } }, 'refused, with the id for a caller who reaches it');
+    t.equal(store.retries, 1, 'after running the unit of work again');
+    t.same(await w.incidents.get(cad, r.incident.id), r.incident, 'the incident as it was');
+    const after = await w.snapshot();
+    t.same(after.events, before.events, 'no event written');
+    t.same(await w.pushIds(a.id), [1], 'no push');
+  });
+}
