@@ -1,30 +1,43 @@
-// The process: read config, open and migrate the database, serve, and on SIGTERM/SIGINT stop
-// taking requests, finish those in flight, close sockets and the database.
+// The process: read config, pick the adapter (SQLite by default; PostgreSQL when DATABASE_URL is
+// set), open and migrate the database, serve, and on SIGTERM/SIGINT stop taking requests, finish
+// those in flight, close sockets and the database.
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './adapters/sqlite/db.js';
 import { Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
 import { sqliteStorage } from './adapters/sqlite/storage.js';
 import { MemoryBus } from './adapters/memory/bus.js';
 import { MemoryPresence } from './adapters/memory/presence.js';
+import { postgresStorage } from './adapters/postgres/storage.js';
+import { PgBus } from './adapters/postgres/bus.js';
+import { PgPresence } from './adapters/postgres/presence.js';
 
-async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      console.error(`configuration error: ${err.message}`);
-      process.exit(2);
-    }
-    throw err;
-  }
+interface Started {
+  app: FastifyInstance;
+  /** after app.close(): what the adapter still holds (threads, connections) */
+  release(): Promise<void>;
+  /** a sync to disk failed: exit without a last checkpoint (SQLite) */
+  failed(): boolean;
+  describe: object;
+}
+
+/** log lines before the app's logger exists */
+function earlyLog(app: () => FastifyInstance | undefined) {
+  return {
+    warn: (fields: object, message: string) => (app() ? app()!.log.warn(fields, message) : console.warn(message, fields)),
+    error: (fields: object, message: string) => (app() ? app()!.log.error(fields, message) : console.error(message, fields)),
+  };
+}
+
+async function onSqlite(config: Config): Promise<Started> {
   const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
   // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
   // restart recovers from what is really on disk. The callers waiting get their 500 first.
   let storageFailed = false;
-  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+  let app: FastifyInstance | undefined;
+  const log = earlyLog(() => app);
   // WAL checkpoints off the event loop (src/adapters/sqlite/engine/checkpointer.ts)
   const checkpointer =
     config.databasePath === ':memory:' || !config.dbCheckpointThread
@@ -33,15 +46,9 @@ async function main(): Promise<void> {
           path: config.databasePath,
           synchronous: config.dbSynchronous,
           intervalMs: config.dbCheckpointIntervalMs,
-          onError: (err) => {
-            if (app) app.log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread');
-            else console.error('checkpoint thread failed; checkpointing on the main thread:', err);
-          },
+          onError: (err) => log.error({ err }, 'checkpoint thread failed; checkpointing on the main thread'),
           // a full disk: the thread tries again every second, and says when a pass succeeds again
-          onPassFailed: (err) => {
-            if (app) app.log.error({ err }, 'checkpoint failed; trying again every second');
-            else console.error('checkpoint failed; trying again every second:', err);
-          },
+          onPassFailed: (err) => log.error({ err }, 'checkpoint failed; trying again every second'),
           onPassesResumed: () => app?.log.warn('checkpoints succeed again'),
         });
   const storage = sqliteStorage({
@@ -55,8 +62,70 @@ async function main(): Promise<void> {
     },
   });
   // one node: the bus and presence live in this process
-  const bus = new MemoryBus((err, topic) => app?.log.error({ err, topic }, 'a bus listener failed'));
+  const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
   app = await buildApp({ config, storage, bus, presence: new MemoryPresence() });
+  return {
+    app,
+    failed: () => storageFailed,
+    async release() {
+      await checkpointer?.stop();
+      db.$client.close();
+    },
+    describe: { database: config.databasePath, synchronous: config.dbSynchronous, checkpointThread: checkpointer !== null },
+  };
+}
+
+async function onPostgres(config: Config, url: string): Promise<Started> {
+  let app: FastifyInstance | undefined;
+  const log = earlyLog(() => app);
+  let bus: PgBus | undefined;
+  // a credential withdrawn here is told to the other nodes; one withdrawn there drops this node's caches
+  const storage = await postgresStorage({
+    url,
+    poolMax: config.dbPoolMax,
+    nodeId: config.nodeId,
+    onCredentialsChanged: () => bus?.publish('credentialsChanged', null),
+  });
+  bus = new PgBus({ url, nodeId: config.nodeId, pool: storage.db.$client, log });
+  await bus.start();
+  const presence = new PgPresence(storage.db.$client, config.nodeId, bus, log);
+  await presence.start();
+  const pgBus = bus;
+  app = await buildApp({
+    config,
+    storage: (l, p) => {
+      const built = storage(l, p);
+      // a credential withdrawn on another node: this node's caches and sockets check again
+      pgBus.subscribe('credentialsChanged', () => built.identity.credentialsChanged());
+      return built;
+    },
+    bus,
+    presence,
+  });
+  return {
+    app,
+    failed: () => false,
+    async release() {
+      await presence.close();
+      await bus!.close();
+    },
+    describe: { database: 'postgresql', node: config.nodeId, pool: config.dbPoolMax },
+  };
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const started = config.databaseUrl ? await onPostgres(config, config.databaseUrl) : await onSqlite(config);
+  const { app } = started;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -70,9 +139,8 @@ async function main(): Promise<void> {
     try {
       await app.close();
       // after a failed fsync, no checkpoint: the restart recovers from what the disk has
-      if (storageFailed) process.exit(1);
-      await checkpointer?.stop();
-      db.$client.close();
+      if (started.failed()) process.exit(1);
+      await started.release();
       app.log.info('stopped');
       process.exit(0);
     } catch (err) {
@@ -83,10 +151,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
-  app.log.info(
-    { database: config.databasePath, synchronous: config.dbSynchronous, checkpointThread: checkpointer !== null },
-    'CAD incident integration service ready',
-  );
+  app.log.info(started.describe, 'CAD incident integration service ready');
 }
 
 main().catch((err: unknown) => {

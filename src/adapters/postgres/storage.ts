@@ -37,7 +37,10 @@ export type PostgresStorage = Storage & {
 };
 
 /** opens the pool, migrates, and returns the factory; a failed migration closes the pool and throws */
-export async function postgresStorage(options: PostgresStorageOptions): Promise<(log: FastifyBaseLogger, presence: Presence) => PostgresStorage> {
+/** the factory, with the pool it opened (the bus and presence of several nodes use it too) */
+export type PostgresStorageFactory = ((log: FastifyBaseLogger, presence: Presence) => PostgresStorage) & { readonly db: PgDb };
+
+export async function postgresStorage(options: PostgresStorageOptions): Promise<PostgresStorageFactory> {
   // an idle connection's error, before a log is given: a process warning (db.ts)
   let onPoolError = (err: Error) => process.emitWarning(`PostgreSQL pool: ${err.message}`);
   let closed: Promise<void> | null = null;
@@ -56,7 +59,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
   }
   const close = () => (closed ??= db.$client.end());
 
-  return (log, presence) => {
+  const factory = (log: FastifyBaseLogger, presence: Presence): PostgresStorage => {
     onPoolError = (err) => log.warn({ err }, 'PostgreSQL: an idle pooled connection failed (a new one is opened when needed)');
     let last: { at: number; health: StorageHealth } | null = null;
     let probing: Promise<StorageHealth> | null = null;
@@ -98,4 +101,5 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       close,
     };
   };
+  return Object.assign(factory, { db });
 }
