@@ -6,7 +6,7 @@
 // than its user's rights).
 import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { ADMIN, adminAuth, basic, bearer, createUser, FakeClock, json, makeApp } from '../fixtures/app.js';
+import { ADMIN, adminAuth, basic, bearer, createUser, FakeClock, json, makeApp, sqliteOnly } from '../fixtures/app.js';
 import { incidentBody } from '../fixtures/incidents.js';
 import { LoginThrottle } from '../../src/services/throttle.js';
 import { setPasswordCheckLimits } from '../../src/services/secrets.js';
@@ -138,7 +138,9 @@ t.test('parallel guesses', async (t) => {
 });
 
 t.test('the bounded queue of password checks', async (t) => {
-  t.test('when the queue is full, then a login gets 503 busy with Retry-After, and is not counted as a failure', async (t) => {
+  // the five logins reach the hash queue in one turn only where the user lookup answers at once
+  // (SQLite); on PostgreSQL a check may end before the last arrives, and one more runs
+  t.test('when the queue is full, then a login gets 503 busy with Retry-After, and is not counted as a failure', { skip: sqliteOnly }, async (t) => {
     limitChecks(t, { queueMax: 0 });
     const { throttle } = throttled({ freeFailures: 5 });
     const { app } = await makeApp(t, { throttle });
