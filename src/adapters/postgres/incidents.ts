@@ -253,7 +253,8 @@ export class PgIncidents implements IncidentStorePort {
   /**
    * One event per draft, which is also its push (the outbox), numbered in its device's own
    * sequence; a stand-down of an assignment its device never received (PENDING, never sent)
-   * supersedes it, as in SQLite. Then the notification of the devices written for.
+   * supersedes it, as in SQLite. The devices' rows are locked last, and held only for two
+   * statements and the COMMIT: every write that shares a device waits for them.
    */
   private async writeEvents(c: Client, incident: Incident, drafts: readonly EventDraft[], now: string): Promise<EventView[]> {
     if (drafts.length === 0) return [];
@@ -261,33 +262,98 @@ export class PgIncidents implements IncidentStorePort {
       incident.id,
       JSON.stringify(incident),
     ]);
-    const versionId = Number(version!.id);
+    const states = await this.supersede(c, incident.id, drafts);
     const deviceIds = [...new Set(drafts.map((e) => e.deviceId))].sort((a, b) => a - b);
+    // queued with the transaction, delivered at its commit (never for a rolled-back write)
+    for (const payload of notifyPayloads(deviceIds)) await c.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]);
     // ascending id order: writes that share devices lock them in the same order
     await c.query(`SELECT id FROM devices WHERE id = ANY($1::int8[]) ORDER BY id FOR NO KEY UPDATE`, [deviceIds]);
-    const out: EventView[] = [];
-    for (const e of drafts) {
-      const attributes = JSON.stringify(e.attributes);
-      let state: EventView['state'] = 'PENDING';
-      if (e.type === 'incidentDeassigned') {
-        const superseded = await c.query(
-          `UPDATE events SET state = 'SUPERSEDED'
-             WHERE incident_id = $1 AND device_id = $2 AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0`,
-          [incident.id, e.deviceId],
-        );
-        if ((superseded.rowCount ?? 0) > 0) state = 'SUPERSEDED';
-      }
-      const [seq] = await rows<{ push_seq: string }>(c, `UPDATE devices SET push_seq = push_seq + 1 WHERE id = $1 RETURNING push_seq`, [e.deviceId]);
-      if (!seq) throw new Error(`an event for device ${e.deviceId}, which does not exist`);
-      const [event] = await rows<{ id: string }>(
-        c,
-        `INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-        [e.type, e.deviceId, incident.id, now, attributes, versionId, state, seq.push_seq],
-      );
-      out.push({ id: Number(event!.id), type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
+    // each device's push_seq bumped once by its number of events, which take the numbers in
+    // plan order; the events inserted in plan order, so their ids grow in it
+    const written = await rows<{ id: string; device_id: string; push_seq: string }>(
+      c,
+      `WITH input AS (
+         SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS x(device_id, type, attributes, state, ord)
+       ), counts AS (
+         SELECT device_id, count(*) AS n FROM input GROUP BY device_id
+       ), bumped AS (
+         UPDATE devices d SET push_seq = d.push_seq + c.n FROM counts c WHERE d.id = c.device_id RETURNING d.id, d.push_seq - c.n AS before
+       )
+       INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq)
+       SELECT i.type, i.device_id, $5, $6, i.attributes, $7, i.state, b.before + row_number() OVER (PARTITION BY i.device_id ORDER BY i.ord)
+       FROM input i JOIN bumped b ON b.id = i.device_id
+       ORDER BY i.ord
+       RETURNING id, device_id, push_seq`,
+      [
+        drafts.map((e) => e.deviceId),
+        drafts.map((e) => e.type),
+        drafts.map((e) => JSON.stringify(e.attributes)),
+        states.map((s) => s.stored),
+        incident.id,
+        now,
+        Number(version!.id),
+      ],
+    );
+    if (written.length !== drafts.length) {
+      const found = new Set(written.map((r) => Number(r.device_id)));
+      const missing = drafts.find((e) => !found.has(e.deviceId));
+      throw new Error(`an event for device ${missing?.deviceId}, which does not exist`);
     }
-    for (const payload of notifyPayloads(deviceIds)) await c.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]);
-    return out;
+    // each device's rows, in push_seq order, are its drafts in plan order
+    const byDevice = new Map<number, number[]>();
+    for (const r of [...written].sort((x, y) => Number(x.push_seq) - Number(y.push_seq))) {
+      const device = Number(r.device_id);
+      let ids = byDevice.get(device);
+      if (!ids) byDevice.set(device, (ids = []));
+      ids.push(Number(r.id));
+    }
+    return drafts.map((e, i) => ({
+      id: byDevice.get(e.deviceId)!.shift()!,
+      type: e.type,
+      eventTime: now,
+      deviceId: e.deviceId,
+      incidentId: incident.id,
+      attributes: e.attributes,
+      state: states[i]!.returned,
+      attempts: 0,
+    }));
+  }
+
+  /**
+   * SQLite's stand-down rule, in one statement: SQLite writes the drafts in order, and each
+   * stand-down supersedes its device's assignments of the incident still PENDING and never sent
+   * (the stand-down is then SUPERSEDED too). Here the stored ones are superseded at once, and
+   * the drafts' states worked out in order: an assignment of this plan followed by a stand-down
+   * of its device is stored SUPERSEDED (it is returned as written, PENDING, as SQLite returns it).
+   * The domain's plans put stand-downs first, so that case is SQLite's rule taken whole.
+   */
+  private async supersede(c: Client, incidentId: number, drafts: readonly EventDraft[]): Promise<{ stored: EventView['state']; returned: EventView['state'] }[]> {
+    const standingDown = [...new Set(drafts.filter((e) => e.type === 'incidentDeassigned').map((e) => e.deviceId))];
+    const stored = new Set<number>();
+    if (standingDown.length > 0) {
+      const superseded = await rows<{ device_id: string }>(
+        c,
+        `UPDATE events SET state = 'SUPERSEDED'
+           WHERE incident_id = $1 AND device_id = ANY($2::int8[]) AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0
+           RETURNING device_id`,
+        [incidentId, standingDown],
+      );
+      for (const r of superseded) stored.add(Number(r.device_id));
+    }
+    const states = drafts.map(() => ({ stored: 'PENDING' as EventView['state'], returned: 'PENDING' as EventView['state'] }));
+    const assignedHere = new Map<number, number[]>();
+    drafts.forEach((e, i) => {
+      const here = assignedHere.get(e.deviceId) ?? [];
+      if (e.type === 'incidentAssigned') {
+        assignedHere.set(e.deviceId, [...here, i]);
+        return;
+      }
+      const supersedes = stored.delete(e.deviceId) || here.length > 0;
+      for (const j of here) states[j]!.stored = 'SUPERSEDED';
+      assignedHere.delete(e.deviceId);
+      if (supersedes) states[i] = { stored: 'SUPERSEDED', returned: 'SUPERSEDED' };
+    });
+    return states;
   }
 
   private async finish(c: Client, plan: Plan<Incident>, now: string): Promise<IncidentResult> {
@@ -327,10 +393,10 @@ export class PgIncidents implements IncidentStorePort {
       }
       const stored = current!.incident;
       if (decision.write === 'delete') {
-        const result = await this.finish(c, decision.plan, now);
         await this.writeCallsigns(c, stored.id, stored.resources, []);
         await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
-        return result;
+        // the events last, as for every write: they lock the devices (writeEvents)
+        return await this.finish(c, decision.plan, now);
       }
       const incident = decision.plan.incident;
       if (incident.originId !== stored.originId) {

@@ -182,17 +182,21 @@ t.test('when writes commit events, then each notifies "pushes" with its devicesâ
   t.same(heard, [`${a.id},${b.id}`, `${a.id}`], 'nothing for the failed, refused or eventless writes; N-4 names its device');
 });
 
-t.test('when writes name the same devices in opposite orders at once, then none waits on another in a cycle (no deadlock, no retry)', { skip: pgSkip }, async (t) => {
+t.test('when writes name overlapping sets of devices in opposite orders at once, then none waits on another in a cycle (no deadlock, no retry)', { skip: pgSkip }, async (t) => {
   const { w, store } = await pgWorld(t);
   const cad = await w.user('CAD');
-  const a = await w.device('E1', cad);
-  const b = await w.device('E2', cad);
+  const devices = [];
+  for (let i = 1; i <= 7; i++) devices.push(await w.device(`E${i}`, cad));
+  const callsigns = devices.map((d) => d.name);
+  // six devices in callsign order, and all seven in reverse: neither the plans' order nor an
+  // order PostgreSQL picks for a set (a hash of the ids: 1 before 2 in a set of six, after it
+  // in a set of seven) is the same for both
   const N = 12;
-  const outcomes = await Promise.all(Array.from({ length: N }, (_, i) => w.create(cad, `D-${i}`, i % 2 === 0 ? ['E1', 'E2'] : ['E2', 'E1'])));
+  const outcomes = await Promise.all(Array.from({ length: N }, (_, i) => w.create(cad, `D-${i}`, i % 2 === 0 ? callsigns.slice(0, 6) : [...callsigns].reverse())));
   outcomes.forEach((o) => ok(t, o));
   t.equal(store.retries, 0, 'no unit of work was run again');
-  t.same(await w.pushIds(a.id), Array.from({ length: N }, (_, i) => i + 1));
-  t.same(await w.pushIds(b.id), Array.from({ length: N }, (_, i) => i + 1));
+  t.same(await w.pushIds(devices[0]!.id), Array.from({ length: N }, (_, i) => i + 1));
+  t.same(await w.pushIds(devices[6]!.id), Array.from({ length: N / 2 }, (_, i) => i + 1));
 });
 
 t.test('when a unit of work fails with a serialization failure or a deadlock, then it is run again whole, decide included, up to 3 times', { skip: pgSkip }, async (t) => {
