@@ -40,6 +40,7 @@ import { utc } from '../../domain/time.js';
 import type { Current, Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter, Outcome } from '../../ports/incidents.js';
 import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
+import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
 export const MAX_RETRIES = 3;
@@ -126,10 +127,8 @@ function inRange(id: number): boolean {
 }
 
 /** whether the unit of work is run again: a serialization failure, a deadlock, or an originId taken by a write that committed meanwhile */
-export function isRetryable(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false;
-  const { code, constraint } = err as { code?: unknown; constraint?: unknown };
-  return code === '40001' || code === '40P01' || (code === '23505' && constraint === 'incidents_origin_id');
+export function runsAgain(err: unknown): boolean {
+  return isRetryable(err) || (isUniqueViolation(err) && pgConstraint(err) === 'incidents_origin_id');
 }
 
 type Client = pg.PoolClient;
@@ -172,7 +171,7 @@ export class PgIncidents implements IncidentStorePort {
           throw err;
         }
       } catch (err) {
-        if (attempt < MAX_RETRIES && !broken && isRetryable(err)) {
+        if (attempt < MAX_RETRIES && !broken && runsAgain(err)) {
           this.retries += 1;
           continue;
         }
@@ -364,7 +363,7 @@ export class PgIncidents implements IncidentStorePort {
   /**
    * The unit of work (ports/incidents.ts): reads the incident `locator` names (locked), matches
    * the callsigns for the caller, lets `decide` say what to write, and writes it, in one
-   * transaction; run again whole on a retryable error (isRetryable).
+   * transaction; run again whole on a retryable error (runsAgain).
    */
   write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Promise<Outcome> {
     const { now } = options;
