@@ -12,15 +12,16 @@
 //     devices of the stored assignments that still exist: none of them can be deleted before
 //     the commit, so every event the decision plans has its device), read whether the caller
 //     reaches the incident, and run `decide`.
-//  3. write the incident, its callsign keys, the creator's link, an incident_versions row and
-//     the events. The devices that get events are locked in ascending id order first (`FOR NO
-//     KEY UPDATE`), so two writes touching the same devices never wait on each other in a
-//     cycle; then each event takes its pushId from `UPDATE devices SET push_seq = push_seq + 1
-//     … RETURNING push_seq`, in the plan's order. The device's row lock, held to the commit,
-//     orders its pushes: pushIds gapless and in commit order, and event ids too (an event id is
-//     drawn after the lock).
-//  4. `pg_notify('pushes', '<device id>,<device id>,…')` when events were written (delivered
-//     at the commit, never for a rolled-back write), then COMMIT.
+//  3. write the incident, its callsign keys, the creator's link (a create: one statement), an
+//     incident_versions row, and queue `pg_notify('pushes', '<device id>,<device id>,…')` when
+//     there are events (delivered at the commit, never for a rolled-back write).
+//  4. the events, last: the devices that get them are locked in ascending id order (`FOR NO
+//     KEY UPDATE`), so two writes sharing devices never wait on each other in a cycle; then one
+//     statement bumps each device's push_seq (`UPDATE devices SET push_seq = push_seq + n …
+//     RETURNING`) and inserts the events, numbered in plan order. The device's row lock, held
+//     to the commit, orders its pushes: pushIds gapless and in commit order, and event ids too
+//     (drawn after the lock). Every write sharing a device waits for that lock, so it is held
+//     for these two statements and the COMMIT only. Then COMMIT.
 //
 // A create whose originId is free takes no lock for it: two concurrent creates of one originId
 // both find nothing, and the unique index incidents_origin_id makes the second INSERT wait for
@@ -104,7 +105,16 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-const INSERT = `INSERT INTO incidents (${SET_LIST.join(', ')}, origin_id) VALUES (${SET_LIST.map((_, i) => `$${i + 1}`).join(', ')}, $${SET_LIST.length + 1}) RETURNING id`;
+// a create in one statement: the incident, its callsign keys, and its creator's link to it
+const N = SET_LIST.length;
+const CREATE = `WITH created AS (
+    INSERT INTO incidents (${SET_LIST.join(', ')}, origin_id) VALUES (${SET_LIST.map((_, i) => `$${i + 1}`).join(', ')}, $${N + 1}) RETURNING id
+  ), keys AS (
+    INSERT INTO incident_callsigns (callsign_key, incident_id) SELECT k, created.id FROM created, unnest($${N + 2}::text[]) AS k
+  ), link AS (
+    INSERT INTO user_incidents (user_id, incident_id) SELECT $${N + 3}, created.id FROM created
+  )
+  SELECT id FROM created`;
 // origin_id is set only when it changes, as in SQLite (an unchanged key column still costs an index write there)
 const UPDATE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${SET_LIST.length + 1}`;
 const UPDATE_AND_MOVE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, origin_id = $${SET_LIST.length + 1} WHERE id = $${SET_LIST.length + 2}`;
@@ -383,11 +393,10 @@ export class PgIncidents implements IncidentStorePort {
       if (!decision.ok) return decision;
       if (decision.write === 'insert') {
         const draft: IncidentDraft = decision.plan.incident;
-        const [inserted] = await rows<{ id: string }>(c, INSERT, [...rowValues(draft, now, decision.plan.assignments), draft.originId]);
-        const incident: Incident = { id: Number(inserted!.id), ...draft };
-        await this.writeCallsigns(c, incident.id, [], incident.resources);
         // the creator is linked to what it created (DESIGN section 3, incident permission)
-        await c.query(`INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [caller.id, incident.id]);
+        const keys = [...new Set(draft.resources.map(callsignKey))];
+        const [created] = await rows<{ id: string }>(c, CREATE, [...rowValues(draft, now, decision.plan.assignments), draft.originId, keys, caller.id]);
+        const incident: Incident = { id: Number(created!.id), ...draft };
         return await this.finish(c, { ...decision.plan, incident }, now);
       }
       const stored = current!.incident;
