@@ -175,3 +175,29 @@ for (const kind of ['a create', 'an update moving an incident'] as const) {
     t.same(await w.pushIds(a.id), [1], 'no push');
   });
 }
+
+t.test('when a device the write matched is deleted before its events are written, then the write runs again without it', { skip: pgSkip }, async (t) => {
+  const { w, store, url } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const a = await w.device('E1', cad);
+  const b = await w.device('E2', cad);
+  // the deletion, in a transaction still open: the write's match still finds the device
+  const other = await connect(t, url);
+  await other.query('BEGIN');
+  await other.query('DELETE FROM devices WHERE id = $1', [b.id]);
+  const write = w.create(cad, 'GONE-1', ['E1', 'E2']);
+  // until the write waits for the deleted row's lock (its events' devices, writeEvents)
+  const watcher = await connect(t, url);
+  for (;;) {
+    const waiting = await watcher.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+    if (waiting.rows.length > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await other.query('COMMIT');
+  const r = ok(t, await write);
+  t.same(r.events.map((e) => e.deviceId), [a.id], 'an assignment for the device that is left');
+  t.same(r.report.deviceStatuses, { E1: 'OFFLINE', E2: 'NOT_FOUND' }, 'and the deleted one’s callsign has no device');
+  t.equal(store.retries, 1, 'after running the unit of work again');
+  t.same(await w.pushIds(a.id), [1], 'one push, without a gap');
+  t.equal((await w.allEvents()).length, 1);
+});
