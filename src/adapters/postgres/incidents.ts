@@ -30,8 +30,8 @@
 // racing a create or move to the same one. A 23505 on that index rolls the unit of work back and
 // runs it again, `decide` included: it then finds the incident and refuses ORIGIN_ID_TAKEN
 // exactly as a write that came later would (with the id only for a caller who reaches it). The
-// same retry answers a serialization failure or a deadlock (40001, 40P01); after MAX_RETRIES the
-// error is thrown.
+// same retry answers a serialization failure or a deadlock (40001, 40P01) and a device deleted
+// meanwhile (DeviceGone); after MAX_RETRIES the error is thrown.
 //
 // A write resolves once COMMIT has returned: a committed row is on disk, so events() has no
 // durable horizon here (SQLite's group commit has one).
@@ -123,7 +123,7 @@ const STORED_BY_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE i
 const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE origin_id = $1 FOR UPDATE`;
 const BY_ID = `SELECT ${selectList()} FROM incidents WHERE id = $1`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
-// the devices the callsign keys match, each key's in id order; locked against deletion until the commit
+// the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
 const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
     SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
@@ -140,7 +140,7 @@ function inRange(id: number): boolean {
 /** a device the unit of work read (matched, or of a stored assignment) was deleted before its events were written */
 export class DeviceGone extends Error {}
 
-/** whether the unit of work is run again: a serialization failure, a deadlock, or an originId taken by a write that committed meanwhile */
+/** whether the unit of work is run again: a serialization failure, a deadlock, an originId taken or a device deleted by a write that committed meanwhile */
 export function runsAgain(err: unknown): boolean {
   return isRetryable(err) || err instanceof DeviceGone || (isUniqueViolation(err) && pgConstraint(err) === 'incidents_origin_id');
 }
@@ -152,7 +152,7 @@ async function rows<T>(c: Client | pg.Pool, sql: string, values: unknown[] = [])
 }
 
 export class PgIncidents implements IncidentStorePort {
-  /** units of work run again (serialization failures, deadlocks, originIds taken meanwhile), for stats */
+  /** units of work run again (serialization failures, deadlocks, originIds taken, devices deleted meanwhile), for stats */
   retries = 0;
 
   constructor(
