@@ -201,3 +201,37 @@ t.test('when a device the write matched is deleted before its events are written
   t.same(await w.pushIds(a.id), [1], 'one push, without a gap');
   t.equal((await w.allEvents()).length, 1);
 });
+
+t.test('when a write locks the devices it writes events for, then in ascending id order, whatever the order of its plan', { skip: pgSkip }, async (t) => {
+  const { w, url } = await pgWorld(t);
+  const cad = await w.user('CAD');
+  const [d1, d2, d3] = [await w.device('E1', cad), await w.device('E2', cad), await w.device('E3', cad)];
+  // the lowest id's row rewritten: a scan of the table now meets it last
+  await w.rename(d1!.id, 'E1');
+  // the middle device held by another transaction: the write stops there
+  const other = await connect(t, url);
+  await other.query('BEGIN');
+  await other.query('SELECT id FROM devices WHERE id = $1 FOR NO KEY UPDATE', [d2!.id]);
+  const write = w.create(cad, 'ORDER-1', ['E3', 'E2', 'E1']);
+  const watcher = await connect(t, url);
+  for (;;) {
+    const waiting = await watcher.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+    if (waiting.rows.length > 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  const locked = async (id: number) => {
+    try {
+      await watcher.query('SELECT id FROM devices WHERE id = $1 FOR NO KEY UPDATE NOWAIT', [id]);
+      return false;
+    } catch (err) {
+      if ((err as { code?: string }).code === '55P03') return true;
+      throw err;
+    }
+  };
+  t.equal(await locked(d1!.id), true, 'the lowest id is locked');
+  t.equal(await locked(d3!.id), false, 'the highest, first in the plan, is not yet');
+  await other.query('COMMIT');
+  const r = ok(t, await write);
+  t.same(r.events.map((e) => e.deviceId), [d3!.id, d2!.id, d1!.id], 'the events in plan order');
+  t.same([...r.events].sort((a, b) => a.id - b.id).map((e) => e.deviceId), [d3!.id, d2!.id, d1!.id], 'and their ids too');
+});
