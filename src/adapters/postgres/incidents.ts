@@ -81,6 +81,8 @@ type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; r
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
   assignments: string;
+  /** the caller is linked to it, or manages a user who is */
+  reachable: boolean;
 }
 
 function selectList(alias = ''): string {
@@ -122,8 +124,11 @@ const CREATE = `WITH created AS (
 // origin_id is set only when it changes, as in SQLite (an unchanged key column still costs an index write there)
 const UPDATE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${SET_LIST.length + 1}`;
 const UPDATE_AND_MOVE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, origin_id = $${SET_LIST.length + 1} WHERE id = $${SET_LIST.length + 2}`;
-const STORED_BY_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE id = $1 FOR UPDATE`;
-const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments FROM incidents WHERE origin_id = $1 FOR UPDATE`;
+// the incident a write names, locked, and whether the caller ($2) reaches it
+const REACHED = `EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = incidents.id
+    AND (ui.user_id = $2 OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2))) AS reachable`;
+const STORED_BY_ID = `SELECT ${selectList()}, assignments, ${REACHED} FROM incidents WHERE id = $1 FOR UPDATE OF incidents`;
+const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, ${REACHED} FROM incidents WHERE origin_id = $1 FOR UPDATE OF incidents`;
 const BY_ID = `SELECT ${selectList()} FROM incidents WHERE id = $1`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
@@ -390,8 +395,8 @@ export class PgIncidents implements IncidentStorePort {
     return this.unitOfWork(async (c): Promise<Outcome> => {
       let row: StoredRow | undefined;
       if ('id' in locator) {
-        if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id]);
-      } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId]);
+        if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id, caller.id]);
+      } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId, caller.id]);
       const context = await this.match(c, caller, options.callsigns);
       const read = new Set<number>();
       for (const ids of context.matches.values()) for (const id of ids) read.add(id);
@@ -399,7 +404,7 @@ export class PgIncidents implements IncidentStorePort {
       if (row) {
         const incident = toIncident(row);
         const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], read);
-        current = { incident, assignments, reachable: await this.reaches(c, caller, incident.id) };
+        current = { incident, assignments, reachable: caller.administrator || row.reachable };
       }
       const decision = decide(current, context);
       if (!decision.ok) return decision;
