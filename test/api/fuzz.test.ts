@@ -20,7 +20,7 @@
 import t from 'tap';
 import fc from 'fast-check';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { bearer, FakeClock, makeApp } from '../fixtures/app.js';
+import { bearer, FakeClock, makeApp, sqliteOnly } from '../fixtures/app.js';
 import { ContractError, spec } from '../fixtures/contract.js';
 import { DATE_TIME_EDGES, deref, invalid, resolve, valid, type Hints, type Schema } from '../fixtures/arbitraries.js';
 import { copies, seedWorld, type FuzzWorld } from '../fixtures/fuzz-world.js';
@@ -363,7 +363,7 @@ function knownBug(b: Built, status: number | null, error: unknown): KnownBug | n
 // ---------------------------------------------------------------------------------------------
 // the run
 
-t.test('when every operation is fuzzed from the spec, then no answer breaks the properties', async (t) => {
+t.test('when every operation is fuzzed from the spec, then no answer breaks the properties', { skip: sqliteOnly }, async (t) => {
   const clock = new FakeClock();
   const { image, world } = await seedWorld(t, clock);
   const copy = copies(t);
@@ -537,7 +537,7 @@ t.test('when a date-time with an offset crosses year 0000 or 9999 in UTC, then i
   t.equal(listed.violation, null, 'GET /session/tokens then still matches the spec');
 });
 
-t.test('when a body comes in a media type the operation does not declare, then 415 and nothing is stored', async (t) => {
+t.test('when a body comes in a media type the operation does not declare, then 415 and nothing is stored', { skip: sqliteOnly }, async (t) => {
   const { app, db } = await makeApp(t);
   const { adminAuth } = await import('../fixtures/app.js');
   const form = { authorization: adminAuth(), 'content-type': 'application/x-www-form-urlencoded' };
@@ -573,7 +573,7 @@ t.test('when a public operation gets a wrong Basic header repeatedly, then it st
   t.same(logout, Array(8).fill(204), 'DELETE /session stays 204');
 });
 
-t.test('when the declared media type is spelt with parameters or in upper case, then the body is still validated', async (t) => {
+t.test('when the declared media type is spelt with parameters or in upper case, then the body is still validated', { skip: sqliteOnly }, async (t) => {
   const { app, db } = await makeApp(t);
   const { adminAuth } = await import('../fixtures/app.js');
   const users = () => (db.$client.prepare('SELECT count(*) AS n FROM users').get() as { n: number }).n;

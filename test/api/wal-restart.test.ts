@@ -1,7 +1,7 @@
 // When the checkpoint thread says the WAL is large, the next write group waits for its pass
 // (src/adapters/sqlite/engine/checkpointer.ts): writes are held, reads are not, and nothing is lost.
 import t, { type Test } from 'tap';
-import { makeApp } from '../fixtures/app.js';
+import { makeApp, sqliteOnly } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { WAL_RESTART_HOLD_MAX_MS } from '../../src/adapters/sqlite/storage.js';
 import type { Config } from '../../src/config.js';
@@ -28,7 +28,7 @@ const turns = async (n: number) => {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 };
 
-t.test('when the WAL is large, then a create waits for the checkpoint pass while reads go on, and is stored after it', async (t) => {
+t.test('when the WAL is large, then a create waits for the checkpoint pass while reads go on, and is stored after it', { skip: sqliteOnly }, async (t) => {
   const checkpoints = fakeCheckpoints();
   const { app } = await makeApp(t, { walCheckpoints: checkpoints, walRestartHoldMs: 60_000 });
   const w = await world(app);
@@ -54,7 +54,7 @@ t.test('when the WAL is large, then a create waits for the checkpoint pass while
   );
 });
 
-t.test('when the pass does not end, then writes wait no longer than the hold allows', async (t) => {
+t.test('when the pass does not end, then writes wait no longer than the hold allows', { skip: sqliteOnly }, async (t) => {
   const checkpoints = fakeCheckpoints();
   const { app } = await makeApp(t, { walCheckpoints: checkpoints });
   const w = await world(app);
@@ -82,14 +82,14 @@ async function burstThenTrickle(t: Test, config: Partial<Config> = {}) {
   return { rounds, afterBursts, atEnd: told };
 }
 
-t.test('when writes arrive many at a time, then the checkpoint thread is told to pass less often, and more often again once they thin out', async (t) => {
+t.test('when writes arrive many at a time, then the checkpoint thread is told to pass less often, and more often again once they thin out', { skip: sqliteOnly }, async (t) => {
   const { rounds, afterBursts, atEnd } = await burstThenTrickle(t);
   rounds.forEach((statuses, round) => t.ok(statuses.every((s) => s === 200 || s === 202), `round ${round}: every create stored`));
   t.same(afterBursts, [CHECKPOINT_INTERVAL_SATURATED_MS], '30 writes at a time: passes far apart');
   t.same(atEnd, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'one at a time: passes close together again');
 });
 
-t.test('when the checkpoint interval is configured, then light writes bring the thread back to it, not to the default', async (t) => {
+t.test('when the checkpoint interval is configured, then light writes bring the thread back to it, not to the default', { skip: sqliteOnly }, async (t) => {
   const { atEnd } = await burstThenTrickle(t, { dbCheckpointIntervalMs: 25 });
   t.same(atEnd, [CHECKPOINT_INTERVAL_SATURATED_MS, 25]);
 });
