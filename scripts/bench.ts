@@ -4,7 +4,9 @@
 // against a bare `ws` server (scripts/bench/responder.ts). Prints one table.
 // `npm run bench -- --only alert,storm` runs only the parts named: `classic` (everything but
 // the responder's), `alert`, `storm`. BENCH_ALERT_S (20) and BENCH_ALERT_DEVICES (2 000) size
-// the responder's part.
+// the responder's part. `mechanisms` (not run by default; about 12 minutes) measures each storage
+// mechanism with and without it (scripts/bench/mechanisms.ts); BENCH_MECHANISMS_S (3) sizes its
+// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -21,6 +23,7 @@ import { paced, type PacedResult } from './bench/paced.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { formatResponder, responderBench } from './bench/responder.js';
+import { mechanismsBench } from './bench/mechanisms.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -32,11 +35,13 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm'] as const;
+const PARTS = ['classic', 'alert', 'storm', 'mechanisms'] as const;
+/** what a run without --only runs */
+const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
   const i = process.argv.indexOf('--only');
   const arg = i >= 0 ? process.argv[i + 1] : process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
-  if (arg === undefined) return new Set(PARTS);
+  if (arg === undefined) return new Set(DEFAULT_PARTS);
   const named = arg.split(',').map((p) => p.trim());
   const unknown = named.filter((p) => !(PARTS as readonly string[]).includes(p));
   if (unknown.length > 0 || named.length === 0) {
@@ -236,6 +241,14 @@ async function main(): Promise<void> {
   else {
     console.log(`building…`);
     execSync('npm run -s build', { cwd: root, stdio: 'inherit' });
+  }
+  if (only.has('mechanisms')) {
+    const bare = await startBare();
+    const seconds = Number(process.env.BENCH_MECHANISMS_S ?? 3);
+    const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
+    console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
+    bare.child.kill('SIGTERM');
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm')) return;
   }
   if (!only.has('classic')) {
     const r = formatResponder((await runResponder())!);

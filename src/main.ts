@@ -7,6 +7,7 @@ import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './adapters/sqlite/db.js';
 import { Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
 import { sqliteStorage } from './adapters/sqlite/storage.js';
+import { without } from './adapters/sqlite/engine/tuning.js';
 import { MemoryBus } from './adapters/memory/bus.js';
 import { MemoryPresence } from './adapters/memory/presence.js';
 import { postgresStorage } from './adapters/postgres/storage.js';
@@ -50,6 +51,8 @@ async function onSqlite(config: Config): Promise<Started> {
           // a full disk: the thread tries again every second, and says when a pass succeeds again
           onPassFailed: (err) => log.error({ err }, 'checkpoint failed; trying again every second'),
           onPassesResumed: () => app?.log.warn('checkpoints succeed again'),
+          // BENCH_WITHOUT=restarthold: the thread never says the WAL is large (engine/tuning.ts)
+          ...(without.restarthold ? { restartFrames: 0 } : {}),
         });
   const storage = sqliteStorage({
     db,

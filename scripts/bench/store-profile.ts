@@ -19,7 +19,6 @@ import { openDatabase } from '../../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../../test/fixtures/incident-store.js';
 import { Checkpointer } from '../../src/adapters/sqlite/engine/checkpointer.js';
 import { walSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
-import { observed } from '../../src/adapters/sqlite/engine/group-commit.js';
 import { framePages, framesByOwner, pageOwners, walFrameCount, walGeneration } from './wal-frames.js';
 
 const GROUP = 25;
@@ -104,9 +103,8 @@ export async function profileStore(opts: { creates: number; updates: number; alo
       }
     }
 
-    // each group's transaction as the service's group committer runs it: the store is told of
-    // it, and keeps what it wrote once it has committed (incidents.ts, StoredState)
-    const committed = (fn: () => void) => observed(store.transactions, () => durability.transaction(fn));
+    // each group's transaction as the service's group committer runs it
+    const committed = (fn: () => void) => durability.transaction(fn);
 
     const pageSize = sqlite.pragma('page_size', { simple: true }) as number;
     /** frames a commit wrote: those past the mark taken before it, or all if the WAL started over */

@@ -3,23 +3,8 @@
 // %, _ and quotes are plain characters: matching is equality on the key, never a pattern.
 export const MAX_CALLSIGN_LENGTH = 64;
 
-// Keys as computed last: an update computes each of its callsigns' keys about ten times
-// (diffing, matching, standing down, the filter rows), ~50 ns each, a Map lookup ~15 ns.
-// Bounded in entries and in length (a longer string is no callsign); the key of a string
-// never changes, so a kept one is never stale.
-const KEYS_MAX = 10_000;
-const KEPT_LENGTH_MAX = 4 * MAX_CALLSIGN_LENGTH;
-const keys = new Map<string, string>();
-
 export function callsignKey(c: string): string {
-  if (c.length > KEPT_LENGTH_MAX) return c.trim().normalize('NFC').toLowerCase();
-  let key = keys.get(c);
-  if (key === undefined) {
-    key = c.trim().normalize('NFC').toLowerCase();
-    if (keys.size >= KEYS_MAX) keys.clear();
-    keys.set(c, key);
-  }
-  return key;
+  return c.trim().normalize('NFC').toLowerCase();
 }
 
 export type CallsignError = { code: 'INVALID_CALLSIGN'; index: number; reason: 'empty' | 'too-long' };

@@ -8,9 +8,9 @@ import type Database from 'better-sqlite3';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import type { Db } from './db.js';
+import { without } from './engine/tuning.js';
 import { utc } from '../../domain/time.js';
 import type { Current, Decide, EventFilter, EventView, IncidentResult, ListFilter, Outcome } from '../../ports/incidents.js';
-import { observed, type TransactionObserver } from './engine/group-commit.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
@@ -73,171 +73,15 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-/**
- * An incident as stored, with its assignments as on its row. Frozen, with its callsigns and
- * assignments: the same objects are kept and given to the caller (the response).
- */
+/** an incident as stored, with its assignments as on its row */
 interface Stored {
   readonly incident: Incident;
   readonly assignments: readonly Assignment[];
 }
 
-function storedState(incident: Incident, assignments: readonly Assignment[]): Stored {
-  Object.freeze(incident.resources);
-  for (const a of assignments) Object.freeze(a);
-  return Object.freeze({ incident: Object.freeze(incident), assignments: Object.freeze(assignments) });
-}
-
-function size(entry: Stored): number {
-  return entry.incident.resources.length + entry.assignments.length;
-}
-
-/**
- * The stored state of incidents, kept in memory so that a write does not read back the row it
- * (or the write before it) just wrote: an update read the row by origin_id and parsed its
- * callsigns and assignments again, about 12 µs of the ~86 µs an update spends in the store
- * (BENCHMARKS.md as of 966ad38).
- *
- * Only what a committed transaction left is kept (`committed`). Inside a transaction this
- * store was told of (`begin`: the group committer's, or its own in `atomically`), what it
- * reads and writes goes to `pending`, which the transaction's later operations see first; it
- * joins `committed` at `commit` and is dropped at `rollback`, so a rolled-back group leaves
- * nothing behind. In any other transaction (a caller's own, never told), nothing kept is
- * used, nothing is kept, and a write drops the incident's entry.
- *
- * Only this store writes incidents on its connection. A commit by any other connection to
- * the file (an operator's `sqlite3` session, say) changes SQLite's `data_version`, read once
- * per told transaction under its write lock (BEGIN IMMEDIATE; about 2 µs), and `committed`
- * starts over. Savepoints are not seen: an operation of a told transaction must not go on
- * after a nested transaction of its own that wrote incidents has rolled back
- * (GroupCommitter.run); none does. Bounded: past MAX incidents or MAX_ITEMS callsigns and
- * assignments it starts over too.
- */
-class StoredState implements TransactionObserver {
-  /** as for the GET cache: incidents, and callsigns plus assignments held (an incident may carry 500 callsigns) */
-  private static readonly MAX = 10_000;
-  private static readonly MAX_ITEMS = 100_000;
-  private items = 0;
-  private readonly committed = new Map<number, Stored>();
-  private readonly committedIds = new Map<string, number>();
-  /** the told transaction under way: id -> its state in it (null: deleted in it) */
-  private pending: Map<number, Stored | null> | null = null;
-  private pendingIds = new Map<string, number>();
-  /** `data_version` when `committed` was last known to match the file; checked in this transaction */
-  private version: number | null = null;
-  private checked = false;
-
-  constructor(
-    private readonly read: (locator: Locator) => StoredRow | undefined,
-    /** SQLite's `PRAGMA data_version`: it changes when another connection commits */
-    private readonly dataVersion: () => number,
-  ) {}
-
-  begin(): void {
-    this.pending = new Map();
-    this.pendingIds.clear();
-    this.checked = false;
-  }
-
-  /**
-   * In a told transaction: drops `committed` if another connection has committed since it was
-   * last checked. Once is enough: the transaction holds the write lock from its BEGIN
-   * IMMEDIATE, so no other connection commits until it ends.
-   */
-  private current(): void {
-    if (this.checked) return;
-    const version = this.dataVersion();
-    if (version !== this.version) {
-      this.startOver();
-      this.version = version;
-    }
-    this.checked = true;
-  }
-
-  private startOver(): void {
-    this.committed.clear();
-    this.committedIds.clear();
-    this.items = 0;
-  }
-
-  commit(): void {
-    const pending = this.pending;
-    this.pending = null;
-    if (!pending) return;
-    for (const [id, entry] of pending) {
-      this.drop(id);
-      if (!entry) continue;
-      const items = size(entry);
-      if (this.committed.size >= StoredState.MAX || this.items + items > StoredState.MAX_ITEMS) this.startOver();
-      this.committed.set(id, entry);
-      this.committedIds.set(entry.incident.originId, id);
-      this.items += items;
-    }
-  }
-
-  rollback(): void {
-    this.pending = null;
-  }
-
-  /** the incident's state now (in the transaction under way), or undefined if there is none */
-  get(locator: Locator): Stored | undefined {
-    const pending = this.pending;
-    if (!pending) return this.fromRow(this.read(locator));
-    this.current();
-    let id: number | undefined;
-    if ('id' in locator) {
-      id = locator.id;
-      if (pending.has(id)) return pending.get(id) ?? undefined;
-    } else {
-      const originId = locator.originId;
-      // an incident given this originId in the transaction; an entry that has moved on since
-      // (renamed or deleted) tells nothing about who has it now
-      const mine = this.pendingIds.get(originId);
-      const hit = mine !== undefined ? pending.get(mine) : undefined;
-      if (hit && hit.incident.originId === originId) return hit;
-      id = this.committedIds.get(originId);
-      if (id !== undefined && pending.has(id)) id = undefined;
-    }
-    if (id !== undefined) {
-      const hit = this.committed.get(id);
-      // committedIds only names an incident under its kept originId; checked all the same
-      if (hit && ('id' in locator || hit.incident.originId === locator.originId)) return hit;
-    }
-    const entry = this.fromRow(this.read(locator));
-    if (entry && !pending.has(entry.incident.id)) this.stage(entry.incident.id, entry);
-    return entry;
-  }
-
-  private fromRow(row: StoredRow | undefined): Stored | undefined {
-    return row && storedState(toIncident(row), JSON.parse(row.assignments) as Assignment[]);
-  }
-
-  /** the incident `id` was written: its state now, or null once deleted */
-  wrote(id: number, entry: Stored | null): void {
-    if (this.pending) {
-      this.current();
-      this.stage(id, entry);
-    } else this.drop(id);
-  }
-
-  private stage(id: number, entry: Stored | null): void {
-    this.pending!.set(id, entry);
-    if (entry) this.pendingIds.set(entry.incident.originId, id);
-  }
-
-  private drop(id: number): void {
-    const had = this.committed.get(id);
-    if (!had) return;
-    this.committed.delete(id);
-    this.items -= size(had);
-    if (this.committedIds.get(had.incident.originId) === id) this.committedIds.delete(had.incident.originId);
-  }
-}
-
 export class IncidentStore {
   private readonly sqlite: Database.Database;
   private readonly st;
-  private readonly state: StoredState;
   private readonly dataVersion: () => number;
 
   constructor(
@@ -288,7 +132,6 @@ export class IncidentStore {
              AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
          ORDER BY d.id`,
       ).pluck(),
-      reachToken: p(`SELECT token FROM reach_generation WHERE id = 1`).pluck(),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -296,19 +139,19 @@ export class IncidentStore {
     const { storedById, byOriginId } = this.st;
     const dataVersion = p('PRAGMA data_version').pluck();
     this.dataVersion = () => dataVersion.get() as number;
-    this.state = new StoredState((at) => ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined, this.dataVersion);
+    this.readStored = (at) => {
+      const row = ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined;
+      return row && { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
+    };
   }
+
+  /** the incident a locator names, read from its row */
+  private readonly readStored: (at: Locator) => Stored | undefined;
 
   /** fn in a transaction of its own, or as part of the caller's (a group commit's transaction) */
   private atomically<T>(fn: () => T): T {
     if (this.sqlite.inTransaction) return fn();
-    // IMMEDIATE: no other connection commits while it runs (StoredState)
-    return observed(this.state, () => this.sqlite.transaction(fn).immediate());
-  }
-
-  /** to be told of the group committer's transactions (GroupCommitter.observe): see StoredState */
-  get transactions(): TransactionObserver {
-    return this.state;
+    return this.sqlite.transaction(fn).immediate();
   }
 
   /** list and event queries are built from their filters; each shape is prepared once */
@@ -335,6 +178,10 @@ export class IncidentStore {
   private static readonly CACHE_MAX_CALLSIGNS = 100_000;
 
   private cached(id: number): Incident | undefined {
+    if (without.getcache) {
+      const row = this.st.byId.get(id) as IncidentRow | undefined;
+      return row && toIncident(row);
+    }
     const version = this.dataVersion();
     if (version !== this.cacheVersion) {
       this.cache.clear();
@@ -375,24 +222,18 @@ export class IncidentStore {
    * deleted device's entry stays on the row until the incident is next written: deleting a
    * device would otherwise have to search every incident.
    */
-  private storedAssignments(stored: readonly Assignment[], context?: MatchContext & { known: Set<number> | null }): readonly Assignment[] {
-    // a device any kept match answer lists exists while the token it was read with stands, and
-    // so does one the callsigns matched in this transaction: only the others are looked up
-    const known = context?.known ?? null;
+  private storedAssignments(stored: readonly Assignment[], context: MatchContext): readonly Assignment[] {
+    // a device the callsigns matched in this transaction exists: only the others are looked up
     let found: Set<number> | null = null;
     let gone: Set<number> | null = null;
     for (const a of stored) {
-      if (known?.has(a.deviceId)) continue;
       if (!found) {
         found = new Set<number>();
-        if (context) for (const ids of context.matches.values()) for (const id of ids) found.add(id);
+        for (const ids of context.matches.values()) for (const id of ids) found.add(id);
       }
       if (found.has(a.deviceId) || gone?.has(a.deviceId)) continue;
       if (this.st.deviceExists.get(a.deviceId) === undefined) (gone ??= new Set<number>()).add(a.deviceId);
-      else {
-        found.add(a.deviceId);
-        known?.add(a.deviceId);
-      }
+      else found.add(a.deviceId);
     }
     return gone === null ? stored : stored.filter((a) => !gone.has(a.deviceId));
   }
@@ -405,60 +246,17 @@ export class IncidentStore {
     return incident;
   }
 
-  // The devices a callsign reaches for a user, as the match queries last answered, valid while
-  // reach_generation's token is the one read with them. A device added or deleted, or whose id,
-  // name_key, disabled or unique_id changes, any write to user_devices or user_users, and a user
-  // deleted set a new random token (triggers, migration 0012), whichever code or process makes
-  // it, and a rolled-back one leaves a token never issued again (schema.ts). So an entry is
-  // dropped at the first read after such a write, in the transaction that reads it. The token is read once per create or update (one row by
-  // key) instead of a match query per callsign (3 in the bench, a join each: BENCHMARKS.md,
-  // BENCHMARKS.md as of 966ad38). Bounded: past MATCH_CACHE_MAX entries it starts over.
-  // Devices known to exist under the same token: every id a kept answer lists, and every id
-  // deviceExists found since. An update stands down stored assignments the new callsigns no
-  // longer match; their devices are looked up here before a query each (storedAssignments).
-  private readonly matchCache = new Map<string, readonly number[]>();
-  private readonly knownDevices = new Set<number>();
-  private matchToken: number | null = null;
-  private static readonly MATCH_CACHE_MAX = 50_000;
-
-  /**
-   * The devices the callsigns match for the caller, and `known`: devices known to exist in this
-   * transaction (null when the token was not read, so nothing kept may be trusted)
-   */
-  private matchContext(caller: Caller, callsigns: readonly string[] | null | undefined): MatchContext & { known: Set<number> | null } {
+  /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */
+  private matchContext(caller: Caller, callsigns: readonly string[] | null | undefined): MatchContext {
     const matches = new Map<string, readonly number[]>();
-    const list = callsigns ?? [];
-    let known: Set<number> | null = null;
-    if (list.length > 0) {
-      // no token row (never so after migration 0012): nothing is kept from one call to the next
-      const token = (this.st.reachToken.get() as number | undefined) ?? null;
-      if (
-        token === null ||
-        token !== this.matchToken ||
-        this.matchCache.size >= IncidentStore.MATCH_CACHE_MAX ||
-        this.knownDevices.size >= IncidentStore.MATCH_CACHE_MAX
-      ) {
-        this.matchCache.clear();
-        this.knownDevices.clear();
-        this.matchToken = token;
-      }
-      if (token !== null) known = this.knownDevices;
-    }
-    // an administrator reaches every device: one entry per key, for every administrator
-    const who = caller.administrator ? '*' : String(caller.id);
-    for (const c of list) {
+    for (const c of callsigns ?? []) {
       const key = callsignKey(c);
       if (matches.has(key)) continue;
-      const entry = `${who}\u0000${key}`;
-      let ids = this.matchCache.get(entry);
-      if (ids === undefined) {
-        ids = Object.freeze((caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[]);
-        this.matchCache.set(entry, ids);
-        if (known) for (const id of ids) known.add(id);
-      }
-      if (ids.length > 0) matches.set(key, ids);
+      const ids = (caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[];
+      matches.set(key, ids);
     }
-    return { matches, online: this.presence.online, known };
+    for (const [key, ids] of matches) if (ids.length === 0) matches.delete(key);
+    return { matches, online: this.presence.online };
   }
 
   /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
@@ -506,7 +304,7 @@ export class IncidentStore {
   write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Outcome {
     const { now } = options;
     return this.atomically((): Outcome => {
-      const found = this.state.get(locator);
+      const found = this.readStored(locator);
       const context = this.matchContext(caller, options.callsigns);
       const current: Current | null = found
         ? { incident: found.incident, assignments: this.storedAssignments(found.assignments, context), reachable: this.reaches(caller, found.incident.id) }
@@ -517,7 +315,6 @@ export class IncidentStore {
         const draft: IncidentDraft = decision.plan.incident;
         const id = Number(this.st.insert.run(...rowValues(draft, now, decision.plan.assignments), draft.originId).lastInsertRowid);
         const incident: Incident = { id, ...draft };
-        this.state.wrote(id, storedState(incident, decision.plan.assignments));
         this.writeCallsigns(id, [], incident.resources);
         // the creator is linked to what it created (DESIGN section 3, incident permission)
         this.st.link.run(caller.id, id);
@@ -529,7 +326,6 @@ export class IncidentStore {
         this.forget(stored.id);
         this.writeCallsigns(stored.id, stored.resources, []);
         this.st.delete.run(stored.id);
-        this.state.wrote(stored.id, null);
         return result;
       }
       const incident = decision.plan.incident;
@@ -543,7 +339,6 @@ export class IncidentStore {
       const values = rowValues(incident, now, decision.plan.assignments);
       if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
       else this.st.updateAndMove.run(...values, incident.originId, stored.id);
-      this.state.wrote(stored.id, storedState(incident, decision.plan.assignments));
       // most CAD updates change a description or priority, not the callsigns
       if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
       return this.finish(decision.plan, now);

@@ -13,9 +13,10 @@ import { IdentityStore } from './identity.js';
 import { IncidentStore } from './incidents.js';
 import { PushStore } from './pushes.js';
 import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
-import { CheckpointCadence, type Checkpointer } from './engine/checkpointer.js';
+import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
 import { walSync, type DeferredSync } from './engine/wal-sync.js';
+import { without } from './engine/tuning.js';
 
 /** the longest a write group waits for the checkpoint pass that lets the WAL start over */
 export const WAL_RESTART_HOLD_MAX_MS = 5;
@@ -74,14 +75,11 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
     const { db } = options;
     const identityStore = new IdentityStore(db);
     const gate = new Gate();
-    const durability = options.durability !== undefined ? options.durability : walSync(db.$client, options.synchronous);
+    // BENCH_WITHOUT=walsync: SQLite's own commit at the configured level, on the event loop (engine/tuning.ts)
+    const durability = options.durability !== undefined ? options.durability : without.walsync ? null : walSync(db.$client, options.synchronous);
     const lastEvent = db.$client.prepare('SELECT coalesce(max(id), 0) FROM events').pluck();
     const checkpoints = options.walCheckpoints;
-    // the checkpoint thread's interval follows the load (checkpointer.ts)
-    const every = checkpoints?.every?.bind(checkpoints);
-    const cadence = every ? new CheckpointCadence(every, options.checkpointIntervalMs) : null;
     const writes = new GroupCommitter(db.$client, {
-      ...(cadence ? { onGroup: (size: number) => cadence.group(size) } : {}),
       durability,
       mark: () => lastEvent.get() as number,
       // an incident write's events are its result's; their ids only grow
@@ -111,7 +109,6 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
     // a failed fsync of the checkpoint thread is a failed sync like the WAL's (checkpointer.ts)
     checkpoints?.whenSyncFails?.((err) => writes.syncFailed(err));
     const store = new IncidentStore(db, presence, () => writes.horizon());
-    writes.observe(store.transactions);
     return {
       db,
       writes,

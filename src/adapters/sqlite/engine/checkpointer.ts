@@ -32,15 +32,11 @@
 // windows each: 50 ms 6.4–7.8 ms, 20 ms 4.9–5.8, 10 ms 4.9–6.3, 5 ms 4.8–5.3; creates/s at
 // 50 connections meanwhile 5 700–5 900 at 10 and 50 ms (5 400–5 600 at 5 and 20 ms).
 //
-// Every 100 ms while the service is saturated (CheckpointCadence: write groups of more than 8
-// operations on average; back to 10 ms, or the configured interval, below 4). A request then
-// waits behind the others in its group, not behind one pass's fsync, and fewer, larger passes
-// copy each hot page once instead of several times and fsync the database file a tenth as
-// often: those fsyncs had made the WAL's own fdatasync, which every write waits for, 0.8–0.9
-// ms on average against 0.5 at 100 ms. 10 alternations of 8 s of updates at 50 connections:
-// 7 795 updates/s on average against 7 448, each pair won (BENCHMARKS.md as of 966ad38). A pass 100 ms apart copies too much to end
-// within the restart's hold (6–21 ms), so before saying the WAL is large the thread catches up
-// with passes of its own until one takes under 2 ms (at most three).
+// (It used to pass every 100 ms while the service was saturated, CheckpointCadence; measured
+// with and without it in one run, 2026-11-25, it earned nothing on any bench figure, and it went:
+// BENCHMARKS.md, Mechanisms.) A pass after a burst can copy too much to end within the restart's
+// hold (6–21 ms), so before saying the WAL is large the thread catches up with passes of its own
+// until one takes under 2 ms (at most three).
 //
 // A pass that fails does not end the thread: on a full disk a checkpoint cannot grow the
 // database file (SQLITE_FULL), copies what it can and leaves the WAL as it is, every frame still
@@ -60,9 +56,8 @@ import type { Synchronous } from '../db.js';
 const SQLITE_DEFAULT_AUTOCHECKPOINT = 1000;
 /** 32 MB of WAL at 4 KiB pages */
 const DEFAULT_RESTART_FRAMES = 8192;
-/** the pass interval while writes are light, and while the service is saturated */
+/** the pass interval (DB_CHECKPOINT_INTERVAL_MS's default) */
 export const CHECKPOINT_INTERVAL_MS = 10;
-export const CHECKPOINT_INTERVAL_SATURATED_MS = 100;
 
 export interface CheckpointResult {
   busy: number;
@@ -346,40 +341,5 @@ export class Checkpointer {
     this.worker.postMessage({ type: 'stop' });
     await exited;
     if (this.sqlite.open) this.sqlite.pragma(`wal_autocheckpoint = ${SQLITE_DEFAULT_AUTOCHECKPOINT}`);
-  }
-}
-
-/**
- * Chooses the checkpoint thread's interval from the size of the write groups (top of this
- * file): CHECKPOINT_INTERVAL_SATURATED_MS (or `lightMs`, if longer) once groups average more
- * than `enterAbove` operations, `lightMs` (the configured interval, DB_CHECKPOINT_INTERVAL_MS)
- * again once they average fewer than `leaveBelow`. The average is exponential over about the
- * last 20 groups.
- */
-export class CheckpointCadence {
-  private mean = 1;
-  private saturated = false;
-  private readonly saturatedMs: number;
-
-  constructor(
-    private readonly every: (ms: number) => void,
-    private readonly lightMs = CHECKPOINT_INTERVAL_MS,
-    private readonly enterAbove = 8,
-    private readonly leaveBelow = 4,
-  ) {
-    this.saturatedMs = Math.max(lightMs, CHECKPOINT_INTERVAL_SATURATED_MS);
-  }
-
-  /** a write group of `size` operations committed */
-  group(size: number): void {
-    if (this.saturatedMs === this.lightMs) return; // nothing to change
-    this.mean += (size - this.mean) * 0.05;
-    if (!this.saturated && this.mean > this.enterAbove) {
-      this.saturated = true;
-      this.every(this.saturatedMs);
-    } else if (this.saturated && this.mean < this.leaveBelow) {
-      this.saturated = false;
-      this.every(this.lightMs);
-    }
   }
 }

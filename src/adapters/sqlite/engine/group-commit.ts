@@ -14,10 +14,10 @@
 // Durability off the event loop (wal-sync.ts): given a DeferredSync, a group's COMMIT does
 // not wait for the disk. Its callers wait for an fdatasync of the WAL instead, which runs on
 // libuv's thread pool while the event loop goes on parsing, validating, reading and pushing.
-// The next group forms meanwhile. It is committed when that fdatasync ends, or 1 ms into it if
-// it lasts longer, so that on a slow disk its SQL runs while the disk works; the groups
-// committed meanwhile share the next fdatasync, started as soon as this one ends. Its callers
-// lose nothing by the wait: their fdatasync could not start before this one ended anyway.
+// The next group commits meanwhile, in its own turn, so its SQL runs while the disk works; the
+// groups committed meanwhile share the next fdatasync, started as soon as this one ends. (The
+// next group used to wait up to 1 ms into a running fdatasync to grow; measured with and
+// without it in one run it earned nothing, and it went: BENCHMARKS.md, Mechanisms.)
 // `horizon()` tells readers how far the disk has everything.
 //
 // A hold (`holdUntil`) keeps every group back until a promise settles, or for at most a given
@@ -84,8 +84,6 @@ export interface GroupCommitOptions {
   onFailure?: (failure: StorageFailure) => void;
   /** a sync pending for longer than this makes healthy() false (a disk that hangs) */
   stallMs?: number;
-  /** while a sync runs, the next group waits up to this long into it before committing (ms) */
-  holdMs?: number;
   /** told when a group fails for a storage error after the last one committed (the error), and when one commits again (null) */
   onStorage?: (unavailable: Error | null) => void;
   /** while writes fail for a storage error, tried every `everyMs` (default 1000) to see if one would commit again */
@@ -166,8 +164,6 @@ export class GroupCommitter {
   private readonly onFailure: (failure: StorageFailure) => void;
   private readonly onGroup: (size: number) => void;
   private readonly stallMs: number;
-  private readonly holdMs: number;
-  private holdTimer: NodeJS.Timeout | null = null;
   /** set while holdUntil() keeps groups back */
   private hold: Promise<void> | null = null;
   private syncStartedAt = 0;
@@ -187,7 +183,6 @@ export class GroupCommitter {
     this.onFailure = opts.onFailure ?? (() => {});
     this.onGroup = opts.onGroup ?? (() => {});
     this.stallMs = opts.stallMs ?? 10_000;
-    this.holdMs = opts.holdMs ?? 1;
     this.onStorage = opts.onStorage ?? (() => {});
     this.probe = opts.probe ?? null;
   }
@@ -279,17 +274,6 @@ export class GroupCommitter {
   private flush(): void {
     this.scheduled = false;
     if (this.hold && !this.failure) return; // committed when the hold ends
-    if (this.syncing && !this.failure) {
-      // the disk is busy: let the group grow, for up to holdMs of that sync
-      const left = this.holdMs - (performance.now() - this.syncStartedAt);
-      if (left > 0) {
-        this.holdTimer ??= setTimeout(() => {
-          this.holdTimer = null;
-          this.flush();
-        }, left);
-        return;
-      }
-    }
     while (this.queue.length > 0) {
       const group = this.queue.splice(0, this.maxGroup);
       if (this.failure) for (const p of group) p.reject(this.failure);
@@ -368,10 +352,8 @@ export class GroupCommitter {
     else this.lastMark = null;
   }
 
-  /** the group held (while the disk was busy, or by holdUntil): committed in the next turn, after the answers */
+  /** the group held (by holdUntil): committed in the next turn, after the answers */
   private releaseHeld(): void {
-    if (this.holdTimer) clearTimeout(this.holdTimer);
-    this.holdTimer = null;
     if (this.queue.length > 0 && !this.scheduled) {
       this.scheduled = true;
       setImmediate(() => this.flush());

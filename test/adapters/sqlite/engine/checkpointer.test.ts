@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { endianness, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Checkpointer, CheckpointCadence, CHECKPOINT_INTERVAL_MS, CHECKPOINT_INTERVAL_SATURATED_MS } from '../../../../src/adapters/sqlite/engine/checkpointer.js';
+import { Checkpointer, CHECKPOINT_INTERVAL_MS } from '../../../../src/adapters/sqlite/engine/checkpointer.js';
 import { GroupCommitter } from '../../../../src/adapters/sqlite/engine/group-commit.js';
 
 function fileDb(t: Test) {
@@ -230,32 +230,6 @@ t.test('when a thread error arrives after the halt, then the automatic checkpoin
   (ckpt as unknown as { worker: import('node:worker_threads').Worker }).worker.emit('error', new Error('raised before the halt'));
   t.equal(sqlite.pragma('wal_autocheckpoint', { simple: true }), 0, 'the event loop does not start checkpointing again');
   t.same(errors, [], 'and nothing says the event loop checkpoints in its place');
-});
-
-t.test('when write groups grow large and then small again, then the cadence moves to the saturated interval and back, once each way', async (t) => {
-  const told: number[] = [];
-  const cadence = new CheckpointCadence((ms) => told.push(ms));
-  for (let i = 0; i < 200; i++) cadence.group(1);
-  t.same(told, [], 'light writes: the interval stays as it starts');
-  for (let i = 0; i < 5; i++) cadence.group(25);
-  t.same(told, [], 'five large groups are not yet saturation');
-  for (let i = 0; i < 45; i++) cadence.group(25);
-  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], 'groups of 25 for a while: passes far apart');
-  for (let i = 0; i < 5; i++) cadence.group(6);
-  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS], 'between the two thresholds nothing changes');
-  for (let i = 0; i < 100; i++) cadence.group(1);
-  t.same(told, [CHECKPOINT_INTERVAL_SATURATED_MS, CHECKPOINT_INTERVAL_MS], 'light writes again: passes close together');
-
-  const burst = (cadence: CheckpointCadence) => {
-    for (let i = 0; i < 50; i++) cadence.group(25);
-    for (let i = 0; i < 100; i++) cadence.group(1);
-  };
-  const configured: number[] = [];
-  burst(new CheckpointCadence((ms) => configured.push(ms), 5));
-  t.same(configured, [CHECKPOINT_INTERVAL_SATURATED_MS, 5], 'a configured interval is the one it comes back to');
-  const longer: number[] = [];
-  burst(new CheckpointCadence((ms) => longer.push(ms), 1_000));
-  t.same(longer, [], 'a configured interval longer than the saturated one is never shortened');
 });
 
 t.test('when the thread is told another interval, then its passes follow it', async (t) => {

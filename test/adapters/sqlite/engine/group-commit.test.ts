@@ -121,7 +121,7 @@ t.test('when commits are synced off the event loop, then no caller is answered b
   const sqlite = db();
   const { sync, calls } = heldSync(sqlite);
   let mark = 0;
-  const gc = new GroupCommitter(sqlite, { durability: sync, mark: () => mark, holdMs: 0 });
+  const gc = new GroupCommitter(sqlite, { durability: sync, mark: () => mark });
   const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
   t.equal(gc.horizon(), Infinity, 'nothing waits for the disk');
   const first = [gc.run(() => ins.run('a', (mark = 1)).changes), gc.run(() => ins.run('b', (mark = 2)).changes)];
@@ -371,44 +371,6 @@ t.test('when the sync level cannot be restored after a COMMIT, then the group is
   );
   t.equal(runs, 1, 'run once: its COMMIT had happened');
   t.ok(gc.failure, 'and no write is taken after');
-});
-
-t.test('when a sync is under way, then the next group waits until it ends or holdMs into it, whichever comes first', async (t) => {
-  const sqlite = db();
-  const { sync, calls } = heldSync(sqlite);
-  const count = () => (sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n;
-  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
-
-  const long = new GroupCommitter(sqlite, { durability: sync, holdMs: 60_000 });
-  const a = long.run(() => ins.run('a', 1).changes);
-  await settled(a);
-  const b = [long.run(() => ins.run('b', 2).changes)];
-  await settled(b[0]!);
-  b.push(long.run(() => ins.run('c', 3).changes));
-  await new Promise((r) => setTimeout(r, 50));
-  t.equal(count(), 1, 'held while the disk is busy');
-  calls[0]!(null);
-  t.equal(await a, 1);
-  await settled(b[0]!);
-  t.equal(count(), 3, 'committed once the sync ended, as one group');
-  calls[1]!(null);
-  t.same(await Promise.all(b), [1, 1]);
-  t.equal(long.stats.groups, 2);
-
-  const short = new GroupCommitter(sqlite, { durability: sync, holdMs: 20 });
-  const c = short.run(() => ins.run('d', 4).changes);
-  await settled(c);
-  const d = short.run(() => ins.run('e', 5).changes);
-  await settled(d);
-  t.equal(count(), 4, 'held at first');
-  await new Promise((r) => setTimeout(r, 150));
-  t.equal(count(), 5, 'committed holdMs into a sync that has not ended');
-  t.equal(calls.length, 3, 'its sync waits for the one under way');
-  calls[2]!(null);
-  t.equal(await c, 1);
-  t.equal(calls.length, 4);
-  calls[3]!(null);
-  t.equal(await d, 1);
 });
 
 const count = (sqlite: Database.Database) => (sqlite.prepare('SELECT count(*) n FROM t').get() as { n: number }).n;
