@@ -1,6 +1,7 @@
 // `npm run migrate-to-postgres -- --from FILE --to URL` (scripts/migrate-to-postgres.ts): an
 // SQLite database the service wrote, copied into PostgreSQL, then served by the real server on
-// PostgreSQL; and the copies it refuses.
+// PostgreSQL; and the copies it refuses. Needs TEST_DATABASE_URL; the source is always SQLite
+// (skipped when TEST_ADAPTER=postgres).
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, statSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
-import { ADMIN, adminAuth, basic, bearer, makeApp, mintToken } from '../fixtures/app.js';
+import { ADMIN, adminAuth, basic, bearer, makeApp, mintToken, sqliteOnly } from '../fixtures/app.js';
 import { events, incidentBody, send, world, type World } from '../fixtures/incidents.js';
 import { connect, deviceToken, until } from '../fixtures/sockets.js';
 import { loginCookie } from '../fixtures/session.js';
@@ -108,7 +109,7 @@ async function sqliteDeployment(t: Test, path: string): Promise<Before> {
   return before;
 }
 
-t.test('when an SQLite database the service wrote is copied into an empty PostgreSQL database, then the service on PostgreSQL serves the same data and continues its ids and pushIds', { skip: pgSkip }, async (t) => {
+t.test('when an SQLite database the service wrote is copied into an empty PostgreSQL database, then the service on PostgreSQL serves the same data and continues its ids and pushIds', { skip: pgSkip || sqliteOnly }, async (t) => {
   const path = tempFile(t);
   const before = await sqliteDeployment(t, path);
   const { w } = before;
@@ -160,7 +161,7 @@ t.test('when an SQLite database the service wrote is copied into an empty Postgr
   t.ok(newEvent > Math.max(...before.events.map((e) => e.id)), 'a new event id is above the copied ones');
 });
 
-t.test('when the target database already holds data, then the copy is refused with exit code 1 and the target is left as it was', { skip: pgSkip }, async (t) => {
+t.test('when the target database already holds data, then the copy is refused with exit code 1 and the target is left as it was', { skip: pgSkip || sqliteOnly }, async (t) => {
   const path = tempFile(t);
   const db = openDatabase({ path, synchronous: 'OFF' });
   const { app } = await makeApp(t, { db });
@@ -180,7 +181,7 @@ t.test('when the target database already holds data, then the copy is refused wi
   t.same(await tableCounts(url), counts, 'nothing written');
 });
 
-t.test('when the service still has the SQLite database open, then the copy is refused with exit code 1', { skip: pgSkip }, async (t) => {
+t.test('when the service still has the SQLite database open, then the copy is refused with exit code 1', { skip: pgSkip || sqliteOnly }, async (t) => {
   const path = tempFile(t);
   const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
@@ -191,7 +192,7 @@ t.test('when the service still has the SQLite database open, then the copy is re
   t.same(Object.values(await tableCounts(url)), Array(12).fill(0), 'nothing written');
 });
 
-t.test('when the service was killed and left a non-empty -wal, then the transactions in it are copied too', { skip: pgSkip }, async (t) => {
+t.test('when the service was killed and left a non-empty -wal, then the transactions in it are copied too', { skip: pgSkip || sqliteOnly }, async (t) => {
   const path = tempFile(t);
   const db = openDatabase({ path, synchronous: 'OFF' });
   const { app } = await makeApp(t, { db });
