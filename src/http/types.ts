@@ -22,6 +22,8 @@ export type OperationHandlers = { [K in OperationId]: Handler<K> };
 // src/domain (or the other way round) fails to compile here, so none is dropped silently.
 import type { CreateBody, EventAttributes, Incident, StatusReport, UpdateBody } from '../domain/incident.js';
 import type { EventView } from '../ports/incidents.js';
+import type { UserFields } from '../services/users.js';
+import type { DeviceFields } from '../services/devices.js';
 
 type Assignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type SameKeys<A, B> = Assignable<keyof A, keyof B>;
@@ -34,5 +36,9 @@ const domainIsTheSpec: [
   Assignable<StatusReport['deviceStatuses'], Schemas['DeviceStatusReport']['details']['deviceStatuses']>,
   SameKeys<EventView, Schemas['Event']>,
   SameKeys<EventAttributes, Schemas['Event']['attributes']>,
-] = [true, true, true, true, true, true];
+  // the services' request shapes (written out there: services do not import generated/)
+  Same<Omit<UserFields, 'id'>, Schemas['UserFields']>,
+  // id, status and lastUpdate in a device body are server-owned: accepted and ignored
+  Same<DeviceFields, Omit<Schemas['DeviceWrite'], 'id' | 'status' | 'lastUpdate'>>,
+] = [true, true, true, true, true, true, true, true];
 void domainIsTheSpec;
