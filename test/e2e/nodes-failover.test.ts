@@ -18,6 +18,8 @@ const ADMIN = basicOf(PROCESS_ADMIN.email, PROCESS_ADMIN.password);
 
 /** devices per node that reconnect; one more device on A never comes back until the end */
 const PER_NODE = 10;
+/** a device app waits this long before it reconnects (pushes written meanwhile wait for it) */
+const RECONNECT_MS = 300;
 /** incidents created at once by the CAD */
 const WORKERS = 4;
 
@@ -29,12 +31,12 @@ interface Frame {
 
 /**
  * A device app: holds one socket, acknowledges every push as it arrives, records the pushIds
- * each socket received, and when its socket closes opens one on the other node (retrying every
- * 100 ms) unless told to stay away.
+ * each socket received, and when its socket closes opens one on the other node after
+ * RECONNECT_MS (retrying every 100 ms) unless told to stay away.
  */
 class DeviceApp {
   /** per socket, in order: the node it was opened on and the pushIds it received */
-  readonly sockets: { node: number; pushIds: number[] }[] = [];
+  readonly sockets: { node: number; openedAt: number; pushIds: number[] }[] = [];
   /** pushId → the event id its frame carried (the same every time it is received) */
   readonly eventOf = new Map<number, number>();
   readonly problems: string[] = [];
@@ -66,7 +68,7 @@ class DeviceApp {
   connect(node: number): Promise<void> {
     return new Promise((resolve, reject) => {
       const ws = new WebSocket(`${this.nodes[node]!.ws}/api/socket/device?token=${this.token}`);
-      const record = { node, pushIds: [] as number[] };
+      const record = { node, openedAt: 0, pushIds: [] as number[] };
       ws.on('message', (data, isBinary) => {
         const text = data.toString();
         const violation = isBinary ? 'a binary frame' : textFrameViolation('device', 'send', text);
@@ -81,6 +83,7 @@ class DeviceApp {
         ws.send(JSON.stringify({ type: 'ack', pushId: frame.pushId }));
       });
       ws.once('open', () => {
+        record.openedAt = Date.now();
         this.ws = ws;
         this.node = node;
         this.sockets.push(record);
@@ -97,6 +100,7 @@ class DeviceApp {
   }
 
   private async reconnect(node: number): Promise<void> {
+    await settle(RECONNECT_MS);
     while (!this.stopped) {
       try {
         return await this.connect(node);
@@ -174,12 +178,12 @@ async function device(node: ServerProcess, name: string): Promise<{ id: number; 
 }
 
 /** every event of a device, as node lists them (paged) */
-async function eventsOf(node: ServerProcess, deviceId: number): Promise<{ id: number; state: string }[]> {
-  const all: { id: number; state: string }[] = [];
+async function eventsOf(node: ServerProcess, deviceId: number): Promise<{ id: number; state: string; eventTime: string }[]> {
+  const all: { id: number; state: string; eventTime: string }[] = [];
   for (let offset = 0; ; offset += 1000) {
     const page = await node.api('GET', `/events?deviceId=${deviceId}&limit=1000&offset=${offset}`, ADMIN);
     if (page.status !== 200) throw new Error(`events ${page.status}`);
-    all.push(...(page.body as { id: number; state: string }[]));
+    all.push(...(page.body as { id: number; state: string; eventTime: string }[]));
     if (page.body.length < 1000) return all;
   }
 }
@@ -193,6 +197,15 @@ async function originIds(node: ServerProcess): Promise<string[]> {
     all.push(...(page.body as { originId: string }[]).map((i) => i.originId));
     if (page.body.length < 1000) return all;
   }
+}
+
+/** each device received as many pushIds as it has events, all of them DELIVERED */
+async function allDelivered(node: ServerProcess, apps: readonly DeviceApp[]): Promise<boolean> {
+  for (const app of apps) {
+    const events = await eventsOf(node, app.id);
+    if (app.received.size !== events.length || events.some((e) => e.state !== 'DELIVERED')) return false;
+  }
+  return true;
 }
 
 /** the pushIds 1..n, for t.same */
@@ -295,17 +308,8 @@ t.test(
     t.ok(cad.down.has(0) && !cad.down.has(1), 'creates failed on A only');
 
     // every device has every push of its events, gapless, and acknowledged
-    for (const app of apps) {
-      await until(
-        `${app.name} has all its pushes, acknowledged`,
-        async () => {
-          const events = await eventsOf(b, app.id);
-          return app.received.size === events.length && events.every((e) => e.state === 'DELIVERED');
-        },
-        10_000,
-      ).catch(() => {});
-      await checkPushes(t, b, app);
-    }
+    await until('every device has all its pushes, acknowledged', () => allDelivered(b, apps), 15_000).catch(() => {});
+    for (const app of apps) await checkPushes(t, b, app);
     const statuses = async () => new Map(((await b.api('GET', '/devices', ADMIN)).body as { id: number; status: string }[]).map((d) => [d.id, d.status]));
     const sessions = async () =>
       new Map((await sql.query<{ device_id: string; node_id: string }>('SELECT device_id, node_id FROM device_sessions')).rows.map((r) => [Number(r.device_id), r.node_id]));
@@ -338,22 +342,23 @@ t.test(
     // Z comes back (to B): it receives every push it missed, from where A left it
     const zBefore = stray.received.size;
     await stray.connect(1);
-    await until(
-      'Z has all its pushes, acknowledged',
-      async () => {
-        const events = await eventsOf(b, z.id);
-        return stray.received.size === events.length && events.every((e) => e.state === 'DELIVERED');
-      },
-      10_000,
-    ).catch(() => {});
+    await until('Z has all its pushes, acknowledged', () => allDelivered(b, [stray]), 10_000).catch(() => {});
     await checkPushes(t, b, stray);
     t.equal((await statuses()).get(z.id), 'online', 'Z online again, on B');
 
     const received = apps.reduce((n, d) => n + d.sockets.reduce((m, s) => m + s.pushIds.length, 0), 0);
     const distinct = apps.reduce((n, d) => n + d.received.size, 0);
+    // pushes A's devices found waiting when they reached B: written before, never received on A
+    let waiting = 0;
+    for (const d of ofA) {
+      const onA = new Set(d.sockets.filter((s) => s.node === 0).flatMap((s) => s.pushIds));
+      const reached = d.sockets.find((s) => s.node === 1)!.openedAt;
+      const written = new Map((await eventsOf(b, d.id)).map((e) => [e.id, Date.parse(e.eventTime)]));
+      waiting += [...d.eventOf].filter(([pushId, eventId]) => !onA.has(pushId) && written.get(eventId)! < reached).length;
+    }
     t.comment(
       `incidents: ${sent.length} sent (${killedAfter} answered before the kill), ${lost.length} stored by A unanswered (409 on the retry through B), ` +
-        `${refused.length} not stored by A (stored by the retry); pushes: ${distinct} to the ${apps.length} reconnecting devices, ${received - distinct} received twice (acks lost with A); ` +
+        `${refused.length} not stored by A (stored by the retry); pushes: ${distinct} to the ${apps.length} reconnecting devices, ${received - distinct} received twice (acks lost with A), ${waiting} waiting for A's devices when they reached B; ` +
         `Z: ${zBefore} before the kill, ${stray.received.size} in all; A's devices on B ${reconnectedMs} ms after the kill; Z offline on B ${offlineMs} ms after it; test ${Date.now() - began} ms`,
     );
   },
