@@ -363,3 +363,55 @@ t.test(
     );
   },
 );
+
+t.test(
+  'when node A hangs (SIGSTOP) in the middle of a unit of work holding device rows, then a create through node B naming those devices is answered all the same: the database ends A\'s idle transaction and its locks go',
+  { skip: pgSkip },
+  async (t) => {
+    const url = await freshDatabase(t);
+    const sql = new pg.Client({ connectionString: url });
+    await sql.connect();
+    t.teardown(() => sql.end());
+    const a = await startServer(t, { DATABASE_URL: url, NODE_ID: 'node-a' });
+    const b = await startServer(t, { DATABASE_URL: url, NODE_ID: 'node-b' });
+    const callsigns = ['H0', 'H1', 'H2', 'H3'];
+    for (const name of callsigns) await device(b, name);
+    const create = (node: ServerProcess, originId: string) =>
+      node.api('POST', '/incidents', ADMIN, { originId, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 1, resources: callsigns });
+
+    // creates through A naming every device; a request still waiting when A is stopped ends when
+    // A is killed at the end of the test
+    let next = 0;
+    let stopped = false;
+    const work = async () => {
+      while (!stopped) await create(a, `HANG-${next++}`).catch(() => {});
+    };
+    for (let w = 0; w < WORKERS; w++) void work();
+    t.teardown(() => {
+      stopped = true;
+    });
+    await until('some load on A', () => next >= 20, 20_000);
+
+    // stop A where one of its transactions has locked device rows and waits for A's next statement
+    const holding = `
+      SELECT count(*)::int AS n FROM pg_stat_activity s JOIN pg_locks l ON l.pid = s.pid JOIN pg_class c ON c.oid = l.relation
+       WHERE s.application_name = 'cad-node-a' AND s.state = 'idle in transaction' AND c.relname = 'devices' AND l.mode = 'RowShareLock'`;
+    let caught = false;
+    for (let attempt = 0; attempt < 200 && !caught; attempt++) {
+      a.child.kill('SIGSTOP');
+      await settle(20);
+      caught = (await sql.query<{ n: number }>(holding)).rows[0]!.n > 0;
+      if (!caught) {
+        a.child.kill('SIGCONT');
+        await settle(10 + (attempt % 7));
+      }
+    }
+    t.ok(caught, 'A stopped while holding device rows in an open transaction');
+    stopped = true;
+
+    const sent = Date.now();
+    const answer = await Promise.race([create(b, 'THROUGH-B').then((r) => r.status), settle(20_000).then(() => 'no answer within 20 s')]);
+    t.ok(answer === 200 || answer === 202, `the create through B is stored (${answer}, after ${Date.now() - sent} ms)`);
+    t.equal((await sql.query<{ n: number }>(holding)).rows[0]!.n, 0, 'A holds no device row any more');
+  },
+);
