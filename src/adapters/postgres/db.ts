@@ -36,7 +36,9 @@ export interface PostgresOptions {
  * would hold every other node's writes to those rows until it resumed or TCP gave up, hours
  * later; a process that dies (kill -9) closes its connections and the server ends them at once.
  * Measured 2026-11-26 (test/e2e/nodes-failover.test.ts): without it, a create through node B
- * naming the devices a stopped node A had locked got no answer in 20 s.
+ * naming the devices a stopped node A had locked got no answer in 20 s; with it, after 5 s. The
+ * stopped node's transactions that were waiting for those locks take them in turn and are each
+ * ended 5 s later, so with k of them queued the wait is k × 5 s (4 at a time: 5, 10, 15 s).
  */
 export const IDLE_IN_TRANSACTION_MS = 5000;
 
