@@ -27,8 +27,28 @@ export interface PostgresOptions {
   onError?: (err: Error) => void;
 }
 
+/**
+ * The server ends a session of ours that sits this long inside a transaction waiting for its
+ * next statement (idle_in_transaction_session_timeout). Our transactions send their statements
+ * back to back (no hashing or other wait inside one), so only a node that stopped in the middle
+ * of one meets it: a process frozen (SIGSTOP, a stalled VM) or cut off by the network keeps its
+ * TCP connection open, and without this its row locks (a unit of work's devices and incident)
+ * would hold every other node's writes to those rows until it resumed or TCP gave up, hours
+ * later; a process that dies (kill -9) closes its connections and the server ends them at once.
+ * Measured 2026-11-26 (test/e2e/nodes-failover.test.ts): without it, a create through node B
+ * naming the devices a stopped node A had locked got no answer in 20 s; with it, after 5 s. The
+ * stopped node's transactions that were waiting for those locks take them in turn and are each
+ * ended 5 s later, so with k of them queued the wait is k × 5 s (4 at a time: 5, 10, 15 s).
+ */
+export const IDLE_IN_TRANSACTION_MS = 5000;
+
 export function openPostgres({ url, poolMax = 10, applicationName, onError }: PostgresOptions): PgDb {
-  const pool = new pg.Pool({ connectionString: url, max: poolMax, ...(applicationName ? { application_name: applicationName } : {}) });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: poolMax,
+    idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+    ...(applicationName ? { application_name: applicationName } : {}),
+  });
   pool.on('error', onError ?? ((err) => process.emitWarning(`PostgreSQL pool: ${err.message}`)));
   return drizzle(pool, { schema }) as PgDb;
 }
