@@ -16,7 +16,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     deviceId?: number;
     /** the credential a device socket is opened with, to be checked again while it is open */
-    deviceCredential?: { check: DeviceCredential; until: number };
+    deviceCredential?: { check: DeviceCredential; until: number; epoch: number };
   }
 }
 
@@ -101,6 +101,8 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
     {
       websocket: true,
       onRequest: async (req) => {
+        // a pass of the hub that runs while this is checked does not see this socket (device-hub.ts epoch)
+        const epoch = deps.hub.epoch;
         const token = tokenFrom(req);
         const deviceId = token === undefined ? null : await deps.auth.deviceForToken(token);
         if (deviceId === null || !(await deps.hub.enabled(deviceId))) {
@@ -109,11 +111,11 @@ export async function registerSockets(app: FastifyInstance, deps: Deps): Promise
         req.deviceId = deviceId;
         // a token's expiry never changes (a parent's revocation moves identity.generation)
         const expiresAt = (await deps.identity.tokenByHashValue(sha256(token!)))?.expiresAt;
-        req.deviceCredential = { check: deviceCredential(deps, token!, deviceId), until: earliest(expiresAt) };
+        req.deviceCredential = { check: deviceCredential(deps, token!, deviceId), until: earliest(expiresAt), epoch };
       },
     },
     (socket, req) => {
-      deps.hub.attachDevice(req.deviceId!, socket, req.deviceCredential!.check, req.deviceCredential!.until);
+      deps.hub.attachDevice(req.deviceId!, socket, req.deviceCredential!.check, req.deviceCredential!.until, req.deviceCredential!.epoch);
     },
   );
 

@@ -166,6 +166,14 @@ export class DeviceHub implements PushHub {
   /** the credential check running, if one is: a second waits for it, then runs once more */
   private credentialCheck: Promise<void> | null = null;
   private credentialRecheck = false;
+  /** resolved when the pass after the one running ends (what a caller during a pass waits for) */
+  private nextPass: { promise: Promise<void>; resolve: () => void } | null = null;
+  /**
+   * Moves whenever the stamps are taken or dropped. A socket whose credential was checked while
+   * it moved (its check began before a pass that did not see it yet) makes the next pass check
+   * every socket again: on PostgreSQL a check's read can resolve after a revocation was handled.
+   */
+  private stampEpoch = 0;
   /** user sockets get each batch of events in commit order: one fan-out after the other */
   private userFanOut: Promise<void> = Promise.resolve();
   private closed = false;
@@ -190,6 +198,22 @@ export class DeviceHub implements PushHub {
     return this.clock.now().toISOString();
   }
 
+  /** the next credential pass checks every socket again */
+  private dropStamps(): void {
+    this.stamps = { credentials: undefined, devices: undefined };
+    this.stampEpoch += 1;
+  }
+
+  /** read before a socket's credential is checked; given back when it is attached (sockets.ts) */
+  get epoch(): number {
+    return this.stampEpoch;
+  }
+
+  /** a socket checked since `epoch`: if a pass ran meanwhile, the next one checks every socket */
+  private checkedSince(epoch: number | undefined): void {
+    if (epoch !== undefined && epoch !== this.stampEpoch) this.dropStamps();
+  }
+
   private conn<T extends { until: number }>(ws: WebSocket, extra: T): Conn & T {
     return { ws, missedPongs: 0, badFrames: 0, badSince: 0, ended: false, ...extra };
   }
@@ -200,7 +224,7 @@ export class DeviceHub implements PushHub {
       return await check();
     } catch (err) {
       this.logFailure('check', { ...what, err }, 'a socket credential could not be checked; it is checked again at the next pass');
-      this.stamps = { credentials: undefined, devices: undefined };
+      this.dropStamps();
       return 'failed';
     }
   }
@@ -255,7 +279,12 @@ export class DeviceHub implements PushHub {
    * A device socket authenticated for `deviceId` (an enabled device) by the credential `check`
    * stands for, which expires at `until`. Checked again at the next pass if access changed since.
    */
-  attachDevice(deviceId: number, ws: WebSocket, check: DeviceCredential, until = Infinity): void {
+  attachDevice(deviceId: number, ws: WebSocket, check: DeviceCredential, until = Infinity, epoch?: number): void {
+    if (this.closed) {
+      ws.close(CLOSE.shutdown, 'server shutting down');
+      return;
+    }
+    this.checkedSince(epoch);
     const old = this.conns.get(deviceId);
     if (old) {
       // the device stays online: no offline status in between
@@ -305,9 +334,15 @@ export class DeviceHub implements PushHub {
     let gone = false;
     const early = () => (gone = true);
     ws.once('close', early);
+    const epoch = this.stampEpoch;
     const standing = await this.checked(check, {});
     ws.off('close', early);
-    if (gone || this.closed) return;
+    if (gone) return;
+    if (this.closed) {
+      ws.close(CLOSE.shutdown, 'server shutting down');
+      return;
+    }
+    this.checkedSince(epoch);
     if (standing === null || standing === 'failed') {
       if (standing === null) ws.close(CLOSE.revoked, 'the credential no longer stands');
       else ws.close(CLOSE.internalError, 'the credential could not be checked; try again');
@@ -414,7 +449,8 @@ export class DeviceHub implements PushHub {
     try {
       do {
         conn.flushAgain = false;
-        await this.stored('flush', () => this.flushBatches(conn));
+        // a read or write that failed (logged) is tried again in a second, not only at the next push
+        if ((await this.stored('flush', () => this.flushBatches(conn).then(() => true))) === undefined) this.scheduleFlush(conn, 1000);
       } while (conn.flushAgain && this.live(conn));
     } finally {
       conn.flushing = false;
@@ -473,7 +509,9 @@ export class DeviceHub implements PushHub {
       if (conn) this.scheduleFlush(conn);
     }
     if (this.users.size === 0) return;
-    this.userFanOut = this.userFanOut.then(() => this.toUsers(events));
+    this.userFanOut = this.userFanOut
+      .then(() => this.toUsers(events))
+      .catch((err: unknown) => this.logFailure('fan-out', { err }, 'events could not be sent to user sockets'));
   }
 
   /** one batch of events to the user sockets that reach their devices */
@@ -543,22 +581,37 @@ export class DeviceHub implements PushHub {
    * now, so what it receives next is decided on the current record.
    */
   checkCredentials(): Promise<void> {
+    // the caller waits for the next pass to end, not for every pass to come
+    if (!this.nextPass) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.nextPass = { promise, resolve };
+    }
+    const next = this.nextPass.promise;
     if (this.credentialCheck) {
       this.credentialRecheck = true;
-      return this.credentialCheck;
+      return next;
     }
     const run = async () => {
       try {
         do {
           this.credentialRecheck = false;
-          await this.checkCredentialsOnce();
+          const waiting = this.nextPass;
+          this.nextPass = null;
+          try {
+            await this.checkCredentialsOnce();
+          } finally {
+            waiting?.resolve();
+          }
         } while (this.credentialRecheck);
       } finally {
         this.credentialCheck = null;
+        this.nextPass?.resolve();
+        this.nextPass = null;
       }
     };
-    this.credentialCheck = run();
-    return this.credentialCheck;
+    this.credentialCheck = run().catch((err: unknown) => this.logFailure('check', { err }, 'a credential pass failed; the next one checks every socket'));
+    return next;
   }
 
   private async checkCredentialsOnce(): Promise<void> {
@@ -568,6 +621,7 @@ export class DeviceHub implements PushHub {
     const credentialsMoved = stamps.credentials !== this.stamps.credentials;
     const devicesMoved = credentialsMoved || stamps.devices !== this.stamps.devices;
     this.stamps = stamps;
+    this.stampEpoch += 1;
     const now = this.clock.now().getTime();
     const due = [...this.conns.values()].filter((conn) => devicesMoved || conn.until <= now);
     const enabled = due.length === 0 ? null : await this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
