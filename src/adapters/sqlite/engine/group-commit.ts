@@ -274,6 +274,15 @@ export class GroupCommitter {
   private flush(): void {
     this.scheduled = false;
     if (this.hold && !this.failure) return; // committed when the hold ends
+    // Another transaction is open on the connection (an identity unit of work is meant to end in
+    // its own turn: adapters/sqlite/ports.ts): better-sqlite3 would nest the group in it as a
+    // savepoint, and that transaction's rollback would take the group's answered writes with it.
+    // The group waits for it to end, a turn at a time.
+    if (this.sqlite.inTransaction && !this.failure) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+      return;
+    }
     while (this.queue.length > 0) {
       const group = this.queue.splice(0, this.maxGroup);
       if (this.failure) for (const p of group) p.reject(this.failure);

@@ -593,3 +593,21 @@ t.test('when another sync of the database fails (the checkpoint thread\'s) while
   await t.rejects(gc.run(() => 1), { name: 'StorageFailure' });
   t.equal(failures.length, 1, 'reported once');
 });
+
+t.test('when another transaction is open on the connection, then a group waits for it to end instead of nesting in it (its rollback must not take the group with it)', async (t) => {
+  const sqlite = db();
+  const gc = new GroupCommitter(sqlite);
+  const ins = sqlite.prepare('INSERT INTO t (k, v) VALUES (?, ?)');
+  sqlite.exec('BEGIN IMMEDIATE');
+  ins.run('other', 1);
+  const write = gc.run(() => ins.run('group', 2).changes);
+  await turns(5);
+  t.ok(sqlite.inTransaction, 'the other transaction is still open');
+  sqlite.exec('ROLLBACK'); // the other transaction gives up
+  t.equal(await write, 1, 'the group is answered');
+  t.same(
+    (sqlite.prepare('SELECT k FROM t ORDER BY k').all() as { k: string }[]).map((r) => r.k),
+    ['group'],
+    'what the group wrote is stored; only the other transaction was rolled back',
+  );
+});
