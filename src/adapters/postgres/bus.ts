@@ -12,6 +12,7 @@
 import pg from 'pg';
 import type { Bus, BusEvents } from '../../ports/bus.js';
 import type { EventView } from '../../ports/incidents.js';
+import { Listeners } from '../shared/listeners.js';
 
 /** what crosses nodes on `cad_bus` (NOTIFY payloads are at most 8000 bytes) */
 const REMOTE: readonly (keyof BusEvents)[] = ['written', 'deviceGone', 'credentialsChanged', 'presence'];
@@ -37,7 +38,7 @@ export interface PgBusOptions {
 }
 
 export class PgBus implements Bus {
-  private readonly listeners = new Map<keyof BusEvents, ((message: never) => void)[]>();
+  private readonly listeners: Listeners;
   private client: pg.Client | null = null;
   private closed = false;
   private pollTimer: NodeJS.Timeout | null = null;
@@ -45,7 +46,9 @@ export class PgBus implements Bus {
   /** notifications this node received, and those it published to others (for tests and /metrics) */
   readonly stats = { received: 0, published: 0, polls: 0, reconnects: 0, dropped: 0 };
 
-  constructor(private readonly opts: PgBusOptions) {}
+  constructor(private readonly opts: PgBusOptions) {
+    this.listeners = new Listeners((err, topic) => opts.log.error({ err, topic }, 'a bus listener failed'));
+  }
 
   /** LISTENs, and starts the poll; resolves once listening */
   async start(): Promise<void> {
@@ -133,13 +136,7 @@ export class PgBus implements Bus {
   }
 
   private deliver<K extends keyof BusEvents>(topic: K, message: BusEvents[K]): void {
-    for (const listener of [...(this.listeners.get(topic) ?? [])]) {
-      try {
-        (listener as (m: BusEvents[K]) => void)(message);
-      } catch (err) {
-        this.opts.log.error({ err, topic }, 'a bus listener failed');
-      }
-    }
+    this.listeners.deliver(topic, message);
   }
 
   publish<K extends keyof BusEvents>(topic: K, message: BusEvents[K]): void {
@@ -162,13 +159,7 @@ export class PgBus implements Bus {
   }
 
   subscribe<K extends keyof BusEvents>(topic: K, listener: (message: BusEvents[K]) => void): () => void {
-    const list = this.listeners.get(topic) ?? [];
-    list.push(listener as (m: never) => void);
-    this.listeners.set(topic, list);
-    return () => {
-      const i = list.indexOf(listener as (m: never) => void);
-      if (i >= 0) list.splice(i, 1);
-    };
+    return this.listeners.subscribe(topic, listener);
   }
 
   async close(): Promise<void> {

@@ -46,6 +46,7 @@ import type { Current, Decide, EventFilter, EventView, IncidentResult, IncidentS
 import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
+import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
 export const MAX_RETRIES = 3;
@@ -55,25 +56,6 @@ export const PUSH_CHANNEL = 'pushes';
 
 /** NOTIFY refuses payloads of 8000 bytes or more: longer lists of device ids go in several */
 const NOTIFY_MAX = 7900;
-
-/** Every incident field and its column, as in sqlite/incidents.ts (a field without a column does not compile). */
-const COLUMN: { readonly [F in keyof Incident]: string } = {
-  id: 'id',
-  originId: 'origin_id',
-  type: 'type',
-  timeOfOrigin: 'time_of_origin',
-  timeReceived: 'time_received',
-  timeUpdated: 'time_updated',
-  status: 'status',
-  timeClosed: 'time_closed',
-  latitude: 'latitude',
-  longitude: 'longitude',
-  priority: 'priority',
-  description: 'description',
-  /** JSON array of callsigns, as sent */
-  resources: 'resources',
-};
-const FIELDS = Object.keys(COLUMN) as (keyof Incident)[];
 
 /** a row as read: ids are int8, which `pg` gives as strings; the callsigns still JSON */
 type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; resources: string };
@@ -85,31 +67,9 @@ interface StoredRow extends IncidentRow {
   reachable: boolean;
 }
 
-function selectList(alias = ''): string {
-  return FIELDS.map((f) => `${alias}${COLUMN[f]} AS "${f}"`).join(', ');
-}
+/** ids are int8, which `pg` gives as strings: incidentOf makes them numbers */
+const toIncident = incidentOf;
 
-function toIncident(row: IncidentRow): Incident {
-  const incident = {} as Record<keyof Incident, unknown>;
-  for (const f of FIELDS) incident[f] = row[f];
-  incident.id = Number(row.id);
-  incident.resources = JSON.parse(row.resources) as string[];
-  return incident as Incident;
-}
-
-/** what a write sets: every field but id and originId, then stored_at and assignments */
-const WRITTEN = FIELDS.filter((f) => f !== 'id' && f !== 'originId') as Exclude<keyof Incident, 'id' | 'originId'>[];
-const SET_LIST = [...WRITTEN.map((c) => COLUMN[c]), 'stored_at', 'assignments'];
-
-function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
-  const values: unknown[] = WRITTEN.map((f) => (f === 'resources' ? JSON.stringify(d.resources) : d[f]));
-  values.push(storedAt, JSON.stringify(assignments));
-  return values;
-}
-
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
 
 // a create in one statement: the incident, its callsign keys, and its creator's link to it
 const N = SET_LIST.length;

@@ -9,33 +9,11 @@ import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import type { Db } from './db.js';
 import { without } from './engine/tuning.js';
+import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { utc } from '../../domain/time.js';
 import type { Current, Decide, EventFilter, EventView, IncidentResult, ListFilter, Outcome } from '../../ports/incidents.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
-
-/**
- * Every incident field and its column: the one map rows are read and written by. A field of
- * Incident without a column here (or a column for no field) does not compile, so a field added
- * to the spec (and so to the domain: src/http/types.ts) cannot be dropped silently.
- */
-const COLUMN: { readonly [F in keyof Incident]: string } = {
-  id: 'id',
-  originId: 'origin_id',
-  type: 'type',
-  timeOfOrigin: 'time_of_origin',
-  timeReceived: 'time_received',
-  timeUpdated: 'time_updated',
-  status: 'status',
-  timeClosed: 'time_closed',
-  latitude: 'latitude',
-  longitude: 'longitude',
-  priority: 'priority',
-  description: 'description',
-  /** JSON array of callsigns, as sent */
-  resources: 'resources',
-};
-const FIELDS = Object.keys(COLUMN) as (keyof Incident)[];
 
 /** a row as read: the incident's fields, with its callsigns still JSON */
 type IncidentRow = Omit<Incident, 'resources'> & { resources: string };
@@ -45,33 +23,7 @@ interface StoredRow extends IncidentRow {
   assignments: string;
 }
 
-/** the SELECT list giving each column its field's name (`alias.` before each column, if given) */
-function selectList(alias = ''): string {
-  return FIELDS.map((f) => `${alias}${COLUMN[f]} AS "${f}"`).join(', ');
-}
-
-/** the incident a row holds (its fields only: a stored row also has its assignments) */
-function toIncident(row: IncidentRow): Incident {
-  const incident = {} as Record<keyof Incident, unknown>;
-  for (const f of FIELDS) incident[f] = row[f];
-  incident.resources = JSON.parse(row.resources) as string[];
-  return incident as Incident;
-}
-
-/** what a write sets: every field but id and originId (which is set only when it changes), then stored_at and assignments */
-const WRITTEN = FIELDS.filter((f) => f !== 'id' && f !== 'originId') as Exclude<keyof Incident, 'id' | 'originId'>[];
-const SET_LIST = [...WRITTEN.map((f) => COLUMN[f]), 'stored_at', 'assignments'];
-
-/** the values of SET_LIST, in its order (origin_id follows where a statement sets it) */
-function rowValues(d: IncidentDraft, storedAt: string, assignments: readonly Assignment[]): unknown[] {
-  const values: unknown[] = WRITTEN.map((f) => (f === 'resources' ? JSON.stringify(d.resources) : d[f]));
-  values.push(storedAt, JSON.stringify(assignments));
-  return values;
-}
-
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}
+const toIncident = incidentOf;
 
 /** an incident as stored, with its assignments as on its row */
 interface Stored {

@@ -33,7 +33,7 @@ export interface SqliteOptions {
   /** an fsync pending for longer than this fails the health check (default 10 s) */
   syncStallMs?: number;
   /** the WAL checkpoint thread (main.ts): when it says the WAL is large, writes wait for its next pass */
-  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'every' | 'whenSyncFails'>>) | null;
+  walCheckpoints?: (Pick<Checkpointer, 'whenWalLarge' | 'checkpoint' | 'halt'> & Partial<Pick<Checkpointer, 'whenSyncFails'>>) | null;
   /** the longest writes wait for that pass (default WAL_RESTART_HOLD_MAX_MS) */
   walRestartHoldMs?: number;
 }

@@ -105,32 +105,6 @@ export function isSyncFailure(err: unknown): boolean {
   return code === 'SQLITE_IOERR_FSYNC' || code === 'SQLITE_IOERR_DIR_FSYNC';
 }
 
-/**
- * Told of every transaction the committer runs, a group's or an operation's retried alone:
- * `begin` before its first operation, then `commit` once its COMMIT has returned or
- * `rollback` once it is rolled back. The incident store keeps what it wrote in a transaction
- * aside until then (incidents.ts, `state`).
- */
-export interface TransactionObserver {
-  begin(): void;
-  commit(): void;
-  rollback(): void;
-}
-
-/** `run` (which runs one transaction), with `observer` told that it began, then committed or rolled back */
-export function observed<T>(observer: TransactionObserver | null, run: () => T): T {
-  observer?.begin();
-  let result: T;
-  try {
-    result = run();
-  } catch (err) {
-    observer?.rollback();
-    throw err;
-  }
-  observer?.commit();
-  return result;
-}
-
 export class StorageFailure extends Error {
   override name = 'StorageFailure';
   constructor(cause: Error) {
@@ -169,7 +143,6 @@ export class GroupCommitter {
   private syncStartedAt = 0;
   /** close() waiting for the last sync */
   private idleWaiters: (() => void)[] = [];
-  private observer: TransactionObserver | null = null;
   private closed = false;
 
   constructor(
@@ -187,16 +160,7 @@ export class GroupCommitter {
     this.probe = opts.probe ?? null;
   }
 
-  /** `observer` is told of every transaction from now on (one observer; null: none) */
-  observe(observer: TransactionObserver | null): void {
-    this.observer = observer;
-  }
-
-  /**
-   * Runs `op` (synchronous, may start its own nested transaction) in the next group. An op that
-   * catches the failure of a nested transaction in which it wrote incidents must rethrow it: the
-   * incident store would otherwise keep what that savepoint's rollback undid (StoredState).
-   */
+  /** Runs `op` (synchronous, may start its own nested transaction) in the next group. */
   run<T>(op: () => T): Promise<T> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<T>((resolve, reject) => {
@@ -293,7 +257,7 @@ export class GroupCommitter {
   }
 
   private transaction<T>(fn: () => T): T {
-    return observed(this.observer, () => (this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate()));
+    return this.durability ? this.durability.transaction(fn) : this.sqlite.transaction(fn).immediate();
   }
 
   private commit(group: Pending[]): void {
