@@ -15,6 +15,13 @@ import type { Presence } from '../../ports/presence.js';
 export const HEARTBEAT_MS = 5000;
 export const DEAD_AFTER_S = 15;
 export const RESYNC_MS = 5000;
+/**
+ * A node silent this long is not coming back under its NODE_ID soon (a node that restarts
+ * registers again): its row goes, and its sessions with it (ON DELETE CASCADE), so rows of nodes
+ * replaced or renamed do not pile up. Pruned at start and every PRUNE_EVERY_MS.
+ */
+export const FORGET_AFTER_S = 3600;
+export const PRUNE_EVERY_MS = 10 * 60_000;
 
 interface Log {
   warn(fields: object, message: string): void;
@@ -52,6 +59,7 @@ export class PgPresence implements Presence {
       [this.nodeId],
     );
     await this.pool.query('DELETE FROM device_sessions WHERE node_id = $1', [this.nodeId]);
+    await this.prune();
     this.bus.subscribe('presence', (m) => {
       this.heard(m);
       // another node took over a device this node holds: this node's socket closes (app.ts)
@@ -62,7 +70,11 @@ export class PgPresence implements Presence {
       }
     });
     await this.resync();
-    this.timers.push(setInterval(() => void this.heartbeat(), HEARTBEAT_MS), setInterval(() => void this.resync(), RESYNC_MS));
+    this.timers.push(
+      setInterval(() => void this.heartbeat(), HEARTBEAT_MS),
+      setInterval(() => void this.resync(), RESYNC_MS),
+      setInterval(() => void this.prune(), PRUNE_EVERY_MS),
+    );
     for (const t of this.timers) t.unref();
   }
 
@@ -116,6 +128,20 @@ export class PgPresence implements Presence {
       await this.pool.query('UPDATE nodes SET heartbeat_at = now() WHERE node_id = $1', [this.nodeId]);
     } catch (err) {
       this.log.warn({ err }, 'presence: the heartbeat could not be written');
+    }
+  }
+
+  /** forgets nodes silent for FORGET_AFTER_S, and their sessions (returns how many nodes) */
+  async prune(): Promise<number> {
+    try {
+      const { rowCount } = await this.pool.query(
+        `DELETE FROM nodes WHERE node_id <> $1 AND heartbeat_at < now() - make_interval(secs => $2)`,
+        [this.nodeId, FORGET_AFTER_S],
+      );
+      return rowCount ?? 0;
+    } catch (err) {
+      this.log.warn({ err }, 'presence: nodes long dead could not be forgotten');
+      return 0;
     }
   }
 

@@ -1,0 +1,39 @@
+// Presence across nodes (adapters/postgres/presence.ts) beyond what the two-node tests show:
+// rows of nodes long silent are forgotten, with their sessions, so they do not pile up as nodes
+// are replaced; a node merely dead (15 s) keeps its rows until then, and a live node's stay.
+import t from 'tap';
+import pg from 'pg';
+import { MemoryBus } from '../../../src/adapters/memory/bus.js';
+import { FORGET_AFTER_S, PgPresence } from '../../../src/adapters/postgres/presence.js';
+import { migratedDatabase, pgSkip } from '../../fixtures/postgres.js';
+
+const log = { warn() {}, error() {} };
+
+t.test('when a node starts, then nodes silent past FORGET_AFTER_S are forgotten with their sessions, and no other', { skip: pgSkip }, async (t) => {
+  const url = await migratedDatabase(t);
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  t.teardown(() => pool.end());
+  const { rows } = await pool.query<{ id: string }>(
+    `INSERT INTO devices (name, name_key, unique_id) VALUES ('d1', 'd1', 'd1'), ('d2', 'd2', 'd2'), ('d3', 'd3', 'd3') RETURNING id`,
+  );
+  const [d1, d2, d3] = rows.map((r) => Number(r.id));
+  await pool.query(
+    `INSERT INTO nodes (node_id, heartbeat_at) VALUES
+       ('gone', now() - make_interval(secs => $1 + 60)),
+       ('dead', now() - interval '30 seconds'),
+       ('live', now())`,
+    [FORGET_AFTER_S],
+  );
+  await pool.query(`INSERT INTO device_sessions (device_id, node_id) VALUES ($1, 'gone'), ($2, 'dead'), ($3, 'live')`, [d1, d2, d3]);
+
+  const presence = new PgPresence(pool, 'here', new MemoryBus(), log);
+  await presence.start();
+  t.teardown(() => presence.close());
+
+  const nodes = await pool.query<{ node_id: string }>('SELECT node_id FROM nodes ORDER BY node_id');
+  t.same(nodes.rows.map((r) => r.node_id), ['dead', 'here', 'live'], 'the long-silent node is forgotten; the others stay');
+  const sessions = await pool.query<{ node_id: string }>('SELECT node_id FROM device_sessions ORDER BY node_id');
+  t.same(sessions.rows.map((r) => r.node_id), ['dead', 'live'], "its session went with it");
+  t.same([...presence.online], [d3], 'only the live node\'s device is online');
+  t.equal(await presence.prune(), 0, 'a second prune finds nothing more');
+});
