@@ -177,3 +177,49 @@ export function responseFrame(m: unknown): ResponseInput | null {
   if (time !== undefined && (typeof time !== 'string' || !DATE_TIME.test(time) || instant(time) === null)) return null;
   return { responseId: responseId.toLowerCase(), incidentId, status: status as ResponseStatus, ...(time !== undefined ? { time } : {}) };
 }
+
+/** the delivery of the latest push of an incident to a device */
+export interface ResponderDelivery {
+  eventType: 'incidentAssigned' | 'incidentDeassigned' | null;
+  state: 'PENDING' | 'DELIVERED' | 'EXPIRED' | 'SUPERSEDED' | null;
+  attempts: number;
+  sentAt: string | null;
+  deliveredAt: string | null;
+}
+
+/** one line of GET /incidents/{id}/responders */
+export interface Responder {
+  callsign: string;
+  deviceId: number;
+  delivery: ResponderDelivery;
+  response: AssignmentState;
+}
+
+const NO_DELIVERY: ResponderDelivery = { eventType: null, state: null, attempts: 0, sentAt: null, deliveredAt: null };
+
+/**
+ * The responders of an incident: one line per assignment (callsign, device) in the order they
+ * were assigned, then the devices no longer assigned that have a state (stood down: CANCELLED),
+ * by device id. Each with the delivery of its latest push and its response state.
+ */
+export function listResponders(
+  assignments: readonly Assignment[],
+  states: ReadonlyMap<number, AssignmentState & { callsign: string }>,
+  deliveries: ReadonlyMap<number, ResponderDelivery>,
+): Responder[] {
+  const out: Responder[] = [];
+  const stateOf = (deviceId: number): AssignmentState => {
+    const s = states.get(deviceId);
+    return s ? { status: s.status, times: s.times } : { status: 'NONE', times: {} };
+  };
+  const assigned = new Set<number>();
+  for (const a of assignments) {
+    assigned.add(a.deviceId);
+    out.push({ callsign: a.callsign, deviceId: a.deviceId, delivery: deliveries.get(a.deviceId) ?? NO_DELIVERY, response: stateOf(a.deviceId) });
+  }
+  const gone = [...states.keys()].filter((id) => !assigned.has(id)).sort((a, b) => a - b);
+  for (const deviceId of gone) {
+    out.push({ callsign: states.get(deviceId)!.callsign, deviceId, delivery: deliveries.get(deviceId) ?? NO_DELIVERY, response: stateOf(deviceId) });
+  }
+  return out;
+}

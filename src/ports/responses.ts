@@ -1,0 +1,34 @@
+// The response store port (DESIGN section 10): a device's answer to an incident is one unit of
+// work, and the responders of an incident one read. Every adapter implements it; the store
+// contract suite (test/adapters/contract/responses.ts) runs against each.
+//
+// The unit of work reads what the decision needs — an earlier answer with the same responseId,
+// the incident's assignments (on PostgreSQL with the incident's row locked, the lock its own unit
+// of work takes: a stand-down and an answer to one incident take effect one after the other),
+// the assignment's state — hands them to `decide` (domain/response.ts decideResponse), and writes
+// what it decided in the same transaction: the answer's record, the new state, and an
+// incidentResponse event. A repeat writes nothing.
+import type { Incident } from '../domain/incident.js';
+import type { Responder, ResponseContext, ResponseDecision, ResponseInput, ResponseResult } from '../domain/response.js';
+import type { EventView } from './incidents.js';
+
+export type { Responder, ResponseInput, ResponseResult };
+
+export type DecideResponse = (ctx: ResponseContext) => ResponseDecision;
+
+export interface ResponseOutcome {
+  result: ResponseResult;
+  /** the incidentResponse event written (none for a refusal, a no-op or a repeat) */
+  events: EventView[];
+  /** the incident as it was answered (null when it does not exist) */
+  incident: Incident | null;
+  /** a repeat of a responseId: nothing was written */
+  repeat: boolean;
+}
+
+export interface ResponseStorePort {
+  /** One unit of work: the device's answer, decided and written; resolves once it is durable. */
+  respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string): Promise<ResponseOutcome>;
+  /** the responders of an incident (listResponders); the caller checked it may see the incident */
+  responders(incidentId: number): Promise<Responder[]>;
+}
