@@ -72,7 +72,7 @@ export async function responseStoreContract(t: Test, factory: StorageFactory): P
           i % 2 === 0 ? w.update(cad, { id }, { originId: `S-${i}`, resources: [] }) : w.remove(cad, id),
         ]);
         ok(t, standDown);
-        const events = (await w.incidents.events({ ownerIds: null, incidentId: id, limit: 100, offset: 0 })).map((e) => e.type);
+        const events: string[] = (await w.incidents.events({ ownerIds: null, incidentId: id, limit: 100, offset: 0 })).map((e) => e.type);
         if (answer.result.accepted) {
           t.same(events, ['incidentAssigned', 'incidentResponse', 'incidentDeassigned'].filter((e) => events.includes(e)), 'the answer came first');
           t.ok(events.includes('incidentResponse'));
