@@ -4,6 +4,7 @@ import {
   assignmentOf,
   cancelledState,
   decideResponse,
+  listResponders,
   recordedTime,
   responseFrame,
   type AssignmentState,
@@ -135,4 +136,28 @@ t.test('when a socket frame is read, then only a response as asyncapi.yaml speci
     { ...ok, time: '10000-01-01T00:00:00Z' },
   ];
   for (const b of bad) t.equal(responseFrame(b), null, JSON.stringify(b));
+});
+
+t.test('when responders are listed, then the assignments come in order, then the devices stood down, each with its delivery and state', async (t) => {
+  const a = (callsign: string, deviceId: number) => ({ callsignKey: callsign.toLowerCase(), callsign, deviceId });
+  const delivered = { eventType: 'incidentAssigned' as const, state: 'DELIVERED' as const, attempts: 1, sentAt: NOW, deliveredAt: NOW };
+  const states = new Map([
+    [2, { callsign: 'E1', status: 'RESPONDING' as const, times: { RESPONDING: NOW } }],
+    [9, { callsign: 'L2', status: 'CANCELLED' as const, times: { CANCELLED: NOW } }],
+    [7, { callsign: 'K1', status: 'CANCELLED' as const, times: { CANCELLED: NOW } }],
+  ]);
+  const list = listResponders([a('E1', 2), a('E1', 1), a('A7', 2)], states, new Map([[2, delivered]]));
+  t.same(
+    list.map((r) => [r.callsign, r.deviceId, r.response.status, r.delivery.state]),
+    [
+      ['E1', 2, 'RESPONDING', 'DELIVERED'],
+      ['E1', 1, 'NONE', null],
+      ['A7', 2, 'RESPONDING', 'DELIVERED'],
+      ['K1', 7, 'CANCELLED', null],
+      ['L2', 9, 'CANCELLED', null],
+    ],
+  );
+  t.same(list[1]!.response, { status: 'NONE', times: {} });
+  t.same(list[1]!.delivery, { eventType: null, state: null, attempts: 0, sentAt: null, deliveredAt: null });
+  t.same(listResponders([], new Map(), new Map()), []);
 });
