@@ -8,6 +8,17 @@
 // the assignment's state — hands them to `decide` (domain/response.ts decideResponse), and writes
 // what it decided in the same transaction: the answer's record, the new state, and an
 // incidentResponse event. A repeat writes nothing.
+//
+// CANCELLED is written, not derived (decided 2026-11-26). A stand-down writes it into the
+// assignment's state inside the incident's own unit of work (adapters' incidents.ts,
+// writeResponseStates), and a new assignment of the device removes the state. Both units of work
+// serialise on the incident (SQLite: one synchronous transaction; PostgreSQL: the incident's row
+// lock, taken by both before they read), so an answer is decided either before the stand-down
+// (and is then cancelled by it) or after it (and refused `cancelled`): never accepted on an
+// assignment already gone. Deriving CANCELLED at read time from "no assignment now" would be
+// as safe under the same lock, but it cannot tell `cancelled` from `not-assigned` without a
+// history of assignments, and a device assigned again would inherit its old status; the written
+// state has neither problem, and keeps when each status (and the stand-down) happened.
 import type { Incident } from '../domain/incident.js';
 import type { Responder, ResponseContext, ResponseDecision, ResponseInput, ResponseResult } from '../domain/response.js';
 import type { EventView } from './incidents.js';
