@@ -31,7 +31,7 @@ export interface ResponseOutcome {
   result: ResponseResult;
   /** the incidentResponse event written (none for a refusal, a no-op or a repeat) */
   events: EventView[];
-  /** the incident as it was answered (null when it does not exist) */
+  /** the incident as it was answered (null when it does not exist, and for a repeat, which reads nothing more) */
   incident: Incident | null;
   /** a repeat of a responseId: nothing was written */
   repeat: boolean;
