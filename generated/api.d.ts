@@ -184,8 +184,9 @@ export interface paths {
         };
         /**
          * Events sent to devices, with their delivery state
-         * @description Events on devices the caller reaches, ordered by `id`. Events outlive a
-         *     deleted incident.
+         * @description Events on devices the caller reaches, ordered by `id`: the pushes
+         *     (`incidentAssigned`, `incidentDeassigned`) and the devices' answers
+         *     (`incidentResponse`, DELIVERED from the start). Events outlive a deleted incident.
          */
         get: operations["listEvents"];
         put?: never;
