@@ -106,6 +106,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/incidents/{id}/responses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A responder device answers an incident
+         * @description The same answer as the device socket's `response` frame (`/api/asyncapi.yaml`), for a
+         *     device that cannot hold a socket. Only a **device token** (`POST /devices/{id}/token`)
+         *     authenticates it; a user's credentials are 401.
+         *
+         *     Per assignment (incident, device) the status moves along
+         *     `ACKNOWLEDGED → NOT_AVAILABLE → RESPONDING → ON_SCENE → CLEARED`, forward only (steps
+         *     may be skipped; `NOT_AVAILABLE` may change to `RESPONDING`, not back). An answer at or
+         *     behind the current status is accepted and records nothing (a late `RESPONDING` after
+         *     `ON_SCENE`). A stand-down (callsign removed, incident closed or deleted) makes the
+         *     assignment `CANCELLED`: later answers get `accepted: false`, `reason: cancelled`. A
+         *     device not assigned to the incident (or an incident that does not exist) gets
+         *     `accepted: false`, `reason: not-assigned`. The same `responseId` again (per device)
+         *     returns the first result and records nothing.
+         *
+         *     `time` is the device's time of the answer. The order of the statuses wins over
+         *     clocks: a forward answer is applied whatever its time, and its time is recorded no
+         *     later than the server's receipt and no earlier than the time of the status it
+         *     follows, so the times of one assignment never decrease.
+         *
+         *     An accepted answer that moves the status is an `incidentResponse` event
+         *     (`GET /events`, the user socket).
+         */
+        post: operations["createIncidentResponse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/incidents/{id}/responders": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Who was alerted, whether it arrived, and what each responder answered
+         * @description One entry per callsign and device: the devices assigned now (in the order they were
+         *     assigned), then those stood down (`CANCELLED`). For each, the delivery of the latest
+         *     push of the incident to the device, and the response status with the time each
+         *     status was reached. For a caller with permission on the incident.
+         */
+        get: operations["listIncidentResponders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events": {
         parameters: {
             query?: never;
@@ -115,8 +184,9 @@ export interface paths {
         };
         /**
          * Events sent to devices, with their delivery state
-         * @description Events on devices the caller reaches, ordered by `id`. Events outlive a
-         *     deleted incident.
+         * @description Events on devices the caller reaches, ordered by `id`: the pushes
+         *     (`incidentAssigned`, `incidentDeassigned`) and the devices' answers
+         *     (`incidentResponse`, DELIVERED from the start). Events outlive a deleted incident.
          */
         get: operations["listEvents"];
         put?: never;
@@ -606,8 +676,81 @@ export interface components {
                 };
             };
         };
-        /** @enum {string} */
-        EventType: "incidentAssigned" | "incidentDeassigned";
+        /**
+         * @description `incidentAssigned` and `incidentDeassigned` are pushed to their device;
+         *     `incidentResponse` is the device's own answer (`POST /incidents/{id}/responses` or the
+         *     socket's `response` frame), never pushed: its `state` is DELIVERED.
+         * @enum {string}
+         */
+        EventType: "incidentAssigned" | "incidentDeassigned" | "incidentResponse";
+        /**
+         * @description What a responder answers; forward only along ACKNOWLEDGED → NOT_AVAILABLE → RESPONDING → ON_SCENE → CLEARED.
+         * @enum {string}
+         */
+        ResponseStatus: "ACKNOWLEDGED" | "RESPONDING" | "NOT_AVAILABLE" | "ON_SCENE" | "CLEARED";
+        /**
+         * @description An assignment's response status; NONE before any answer, CANCELLED once stood down.
+         * @enum {string}
+         */
+        AssignmentStatus: "NONE" | "ACKNOWLEDGED" | "RESPONDING" | "NOT_AVAILABLE" | "ON_SCENE" | "CLEARED" | "CANCELLED";
+        /**
+         * Format: uuid
+         * @description Chosen by the device, unique per device; an answer sent again with the same one is answered as the first time.
+         */
+        ResponseId: string;
+        ResponseCreate: {
+            responseId: components["schemas"]["ResponseId"];
+            status: components["schemas"]["ResponseStatus"];
+            /**
+             * Format: date-time
+             * @description The device's time of the answer (by default the server's time of receipt).
+             */
+            time?: string;
+        };
+        ResponseResult: {
+            responseId: components["schemas"]["ResponseId"];
+            accepted: boolean;
+            /**
+             * @description Why not accepted.
+             * @enum {string}
+             */
+            reason?: "not-assigned" | "cancelled";
+        };
+        Responder: {
+            /** @description The callsign the device is (or was) assigned under. */
+            callsign: string;
+            deviceId: components["schemas"]["Id"];
+            /** @description The latest push of this incident to the device (null fields before any). */
+            delivery: {
+                /** @enum {string|null} */
+                eventType: "incidentAssigned" | "incidentDeassigned" | null;
+                /** @enum {string|null} */
+                state: "PENDING" | "DELIVERED" | "EXPIRED" | "SUPERSEDED" | null;
+                attempts: number;
+                /**
+                 * Format: date-time
+                 * @description When it was last sent.
+                 */
+                sentAt: string | null;
+                /**
+                 * Format: date-time
+                 * @description When the device acknowledged it.
+                 */
+                deliveredAt: string | null;
+            };
+            response: {
+                status: components["schemas"]["AssignmentStatus"];
+                /** @description When the assignment reached each status it has been at. */
+                times: {
+                    ACKNOWLEDGED?: components["schemas"]["DateTime"];
+                    RESPONDING?: components["schemas"]["DateTime"];
+                    NOT_AVAILABLE?: components["schemas"]["DateTime"];
+                    ON_SCENE?: components["schemas"]["DateTime"];
+                    CLEARED?: components["schemas"]["DateTime"];
+                    CANCELLED?: components["schemas"]["DateTime"];
+                };
+            };
+        };
         /**
          * @description An event as a device receives it in a push (see `/api/asyncapi.yaml`): what happened,
          *     without the delivery state, which changes after the push is sent. `Event` adds `state`
@@ -626,6 +769,10 @@ export interface components {
                 incidentStatus?: "CLOSED";
                 /** @enum {boolean} */
                 incidentDeleted?: true;
+                /** @description Of incidentResponse only, the status answered. */
+                status?: components["schemas"]["ResponseStatus"];
+                /** @description Of incidentResponse only, the answer's id. */
+                responseId?: components["schemas"]["ResponseId"];
             };
         };
         /** @description An event with the delivery state of its push. */
@@ -1150,6 +1297,69 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createIncidentResponse: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ResponseCreate"];
+            };
+        };
+        responses: {
+            /** @description The answer was decided (accepted or not). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ResponseResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listIncidentResponders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The responders. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Responder"][];
+                };
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

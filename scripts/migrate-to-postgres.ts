@@ -57,6 +57,8 @@ const TABLES: PgTable[] = [
   pgSchema.userIncidents,
   pgSchema.incidentVersions,
   pgSchema.events,
+  pgSchema.assignmentResponses,
+  pgSchema.responses,
   pgSchema.pushExpiry,
   pgSchema.tokens,
   pgSchema.sessions,

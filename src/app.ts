@@ -18,6 +18,7 @@ import { LoginThrottle } from './services/throttle.js';
 import { DeviceService } from './services/devices.js';
 import { IncidentService } from './services/incidents.js';
 import { PermissionService } from './services/permissions.js';
+import { ResponseService } from './services/responses.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
 import { systemClock, type Clock } from './ports/clock.js';
@@ -29,7 +30,7 @@ import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-h
 import { registerSockets } from './http/sockets.js';
 import { guardedServer, limitConnections, limitUnsent, refusalLog } from './http/connections.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, MAX_PARAM_LENGTH, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
-import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
+import { authenticationHook, deviceAuthenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
 import { jsonBodyParser, requestId, schemaErrorFormatter, validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
@@ -207,6 +208,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   bus.subscribe('deviceElsewhere', (deviceId) => hub.elsewhere(deviceId));
   bus.subscribe('credentialsChanged', () => void hub.checkCredentials());
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
+  const responses = new ResponseService(storage.responses, storage.incidents, bus, clock);
+  // device answers on the socket go through the same service as POST /incidents/{id}/responses
+  hub.answerWith((deviceId, input) => responses.respond(deviceId, input));
   const spec = loadSpec();
   const ctx: Context = {
     config,
@@ -215,6 +219,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),
+    responses,
     sessions: new SessionService(identity, access, auth, clock),
     presence,
     storage,
@@ -256,6 +261,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const security = securityByOperation(spec);
   const bodies = requestBodies(spec);
   const schemeHandlers = securityHandlers(app, auth);
+  const deviceHook = deviceAuthenticationHook(auth, async (deviceId) => (await identity.enabledAmong([deviceId])).has(deviceId));
   await app.register(openapiGlue, {
     specification: spec,
     prefix: 'api',
@@ -265,7 +271,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = bodies.get(operationId);
       const schemes = security.get(operationId) ?? [];
       const readsCredentials = schemes.length > 0 || PUBLIC_READING_CREDENTIALS.has(operationId);
-      const onRequest = [body ? limitBody : ignoreBody, ...(readsCredentials ? [authenticationHook(schemeHandlers, schemes)] : [])];
+      const authenticate = schemes.includes('deviceBearer') ? deviceHook : authenticationHook(schemeHandlers, schemes);
+      const onRequest = [body ? limitBody : ignoreBody, ...(readsCredentials ? [authenticate] : [])];
       return {
         onRequest,
         ...(body ? { preValidation: checkBody(body) } : {}),

@@ -3,6 +3,7 @@
 // return the new incident, the complete assignment set, the events to send and the device
 // status report — or a typed refusal. No I/O: the store runs them inside its transaction.
 import { callsignKey, diffCallsigns, normaliseCallsigns, type CallsignError } from './callsign.js';
+import type { ResponseStatus } from './response.js';
 
 export type IncidentStatus = 'OPEN' | 'CLOSED';
 
@@ -68,6 +69,10 @@ export interface EventAttributes {
   callsign: string;
   incidentStatus?: 'CLOSED';
   incidentDeleted?: true;
+  /** incidentResponse: the status answered (domain/response.ts) */
+  status?: ResponseStatus;
+  /** incidentResponse: the answer's id */
+  responseId?: string;
 }
 
 export interface EventDraft {

@@ -159,3 +159,19 @@ export function caller(req: FastifyRequest): Principal {
   if (!req.principal) throw problems.unauthorized();
   return req.principal;
 }
+
+/**
+ * The onRequest hook of an operation only a device may call (security `deviceBearer`): a live
+ * token of an enabled device, as the device socket's upgrade checks it (sockets.ts). A user's
+ * token, Basic credentials or a session are 401: a user never answers as a device.
+ */
+export function deviceAuthenticationHook(auth: Authenticator, enabled: (deviceId: number) => Promise<boolean>): AuthHook {
+  return async function authenticateDevice(req) {
+    const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    const deviceId = m ? await auth.deviceForToken(m[1]!) : null;
+    if (deviceId === null || !(await enabled(deviceId))) {
+      throw problems.unauthorized('A valid device token of an enabled device is required (Authorization: Bearer …).');
+    }
+    req.deviceId = deviceId;
+  };
+}

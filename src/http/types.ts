@@ -22,6 +22,7 @@ export type OperationHandlers = { [K in OperationId]: Handler<K> };
 // src/domain (or the other way round) fails to compile here, so none is dropped silently.
 import type { CreateBody, EventAttributes, Incident, StatusReport, UpdateBody } from '../domain/incident.js';
 import type { EventView } from '../ports/incidents.js';
+import type { AssignmentStatus, Responder, ResponseResult, ResponseStatus } from '../domain/response.js';
 import type { UserFields } from '../services/users.js';
 import type { DeviceFields } from '../services/devices.js';
 
@@ -40,5 +41,12 @@ const domainIsTheSpec: [
   Same<Omit<UserFields, 'id'>, Schemas['UserFields']>,
   // id, status and lastUpdate in a device body are server-owned: accepted and ignored
   Same<DeviceFields, Omit<Schemas['DeviceWrite'], 'id' | 'status' | 'lastUpdate'>>,
-] = [true, true, true, true, true, true, true, true];
+  // responders answer (domain/response.ts)
+  Same<ResponseStatus, Schemas['ResponseStatus']>,
+  Same<AssignmentStatus, Schemas['AssignmentStatus']>,
+  SameKeys<ResponseResult, Schemas['ResponseResult']>,
+  SameKeys<Responder, Schemas['Responder']>,
+  SameKeys<Responder['delivery'], Schemas['Responder']['delivery']>,
+  SameKeys<Required<Responder['response']['times']>, Required<Schemas['Responder']['response']['times']>>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 void domainIsTheSpec;

@@ -6,18 +6,21 @@
 // hands both to `decide` (a domain function: src/domain/incident.ts decideCreate/Update/Delete),
 // and writes what it decided — the incident, its callsign keys, its events and their pushes (the
 // outbox) — atomically. A crash never leaves an incident without its pushes, nor pushes without it.
-import type { Caller, CurrentIncident, Decision, Incident, IncidentRefusal, Locator, MatchContext, StatusReport } from '../domain/incident.js';
+import type { Caller, CurrentIncident, Decision, EventAttributes, Incident, IncidentRefusal, Locator, MatchContext, StatusReport } from '../domain/incident.js';
 
 export type { Caller, Decision, IncidentRefusal, Locator };
 
-/** an event as stored: also the push of it to its device */
+/**
+ * An event as stored: the push of it to its device, or (incidentResponse) the device's own
+ * answer, which is never pushed (ports/responses.ts).
+ */
 export interface EventView {
   id: number;
-  type: 'incidentAssigned' | 'incidentDeassigned';
+  type: 'incidentAssigned' | 'incidentDeassigned' | 'incidentResponse';
   eventTime: string;
   deviceId: number;
   incidentId: number;
-  attributes: { callsign: string; incidentStatus?: 'CLOSED'; incidentDeleted?: true };
+  attributes: EventAttributes;
   state: 'PENDING' | 'DELIVERED' | 'EXPIRED' | 'SUPERSEDED';
   attempts: number;
 }

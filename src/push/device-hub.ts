@@ -17,6 +17,9 @@
 //    it, so a device that stops reading keeps its pushes PENDING until it reconnects;
 //  - INVALID_FRAMES_MAX invalid frames per minute (else 4003), error replies only while the
 //    send buffer is small, one warning when a socket is closed for it;
+//  - responders' answers (`response` frames, DESIGN section 10) are decided one after the other
+//    per socket, in the order they arrive, at most ANSWERS_QUEUED waiting: one more is an
+//    invalid frame;
 //  - at most userSocketsMax user sockets per user (a new one closes the oldest: 4000);
 //  - fan-out per batch of events: one reach query and one JSON.stringify per user, whatever
 //    the number of its sockets.
@@ -28,6 +31,10 @@ import type { UserRecord } from '../ports/identity.js';
 import type { OutboxPort, PushRow } from '../ports/outbox.js';
 import type { Presence } from '../ports/presence.js';
 import type { PushHub } from './hub.js';
+import { responseFrame, type ResponseInput, type ResponseResult } from '../domain/response.js';
+
+/** decides a device's answer (services/responses.ts, handed in by app.ts) */
+export type AnswerDecider = (deviceId: number, input: ResponseInput) => Promise<ResponseResult>;
 
 export interface HubOptions {
   ackTimeoutMs: number;
@@ -84,6 +91,8 @@ const PUSH_PAUSE = 256 * 1024;
 /** an error reply is sent only while less than this waits */
 const ERROR_REPLY_MAX = 16 * 1024;
 export const INVALID_FRAMES_MAX = 10;
+/** answers of one socket waiting to be decided (one in flight, the rest behind it) */
+export const ANSWERS_QUEUED = 16;
 const INVALID_FRAMES_WINDOW_MS = 60_000;
 
 /** What the hub needs to know of access; each answer is one query, however many sockets. */
@@ -135,6 +144,9 @@ interface DeviceConn extends Conn {
   flushAgain: boolean;
   /** an ack timeout asked to send again from after this pushId (applied by the next flush) */
   rewind: number | null;
+  /** the answers of this socket, decided one after the other, and how many wait */
+  answering: Promise<void>;
+  answersWaiting: number;
 }
 
 interface UserConn extends Conn {
@@ -303,6 +315,8 @@ export class DeviceHub implements PushHub {
       flushing: false,
       flushAgain: false,
       rewind: null,
+      answering: Promise.resolve(),
+      answersWaiting: 0,
     });
     this.conns.set(deviceId, conn);
     this.presenceOf.set(deviceId, true);
@@ -413,9 +427,53 @@ export class DeviceHub implements PushHub {
       });
       return;
     }
+    if (m && m.type === 'response') {
+      const input = this.answer ? responseFrame(m) : null;
+      if (input && conn.answersWaiting < ANSWERS_QUEUED) {
+        this.queueAnswer(conn, input);
+        return;
+      }
+      this.log.debug({ deviceId: conn.deviceId }, 'device sent a response frame that is invalid, or too many at once; ignored');
+      if (this.invalidFrame(conn, { deviceId: conn.deviceId })) return;
+      const message = input ? `at most ${ANSWERS_QUEUED} responses may wait for their result` : 'a response frame must be as asyncapi.yaml specifies it';
+      if (conn.ws.bufferedAmount < ERROR_REPLY_MAX) conn.ws.send(JSON.stringify({ type: 'error', message }));
+      return;
+    }
     this.log.debug({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
     if (this.invalidFrame(conn, { deviceId: conn.deviceId })) return;
     if (conn.ws.bufferedAmount < ERROR_REPLY_MAX) conn.ws.send(JSON.stringify({ type: 'error', message: 'expected {"type":"ack","pushId":N}' }));
+  }
+
+  private answer: AnswerDecider | null = null;
+
+  /** how device answers are decided (app.ts); without it a response frame is an invalid frame */
+  answerWith(decider: AnswerDecider): void {
+    this.answer = decider;
+  }
+
+  /**
+   * Decides the answer after the socket's earlier ones, and sends its responseResult. A failure
+   * (storage unavailable) is told to the device as an error frame: it may send the answer again
+   * with the same responseId, which is never recorded twice.
+   */
+  private queueAnswer(conn: DeviceConn, input: ResponseInput): void {
+    conn.answersWaiting += 1;
+    const decide = this.answer!;
+    conn.answering = conn.answering.then(async () => {
+      try {
+        const result = await decide(conn.deviceId, input);
+        if (!conn.ended && conn.ws.readyState === conn.ws.OPEN && !this.overBound(conn, { deviceId: conn.deviceId })) {
+          conn.ws.send(JSON.stringify({ type: 'responseResult', ...result }));
+        }
+      } catch (err) {
+        this.logFailure('answer', { deviceId: conn.deviceId, err }, 'a device answer could not be stored');
+        if (!conn.ended && conn.ws.readyState === conn.ws.OPEN && conn.ws.bufferedAmount < ERROR_REPLY_MAX) {
+          conn.ws.send(JSON.stringify({ type: 'error', message: `response ${input.responseId} could not be stored; send it again` }));
+        }
+      } finally {
+        conn.answersWaiting -= 1;
+      }
+    });
   }
 
   private frame(row: PushRow): string {

@@ -73,6 +73,16 @@ t.test('when asyncapi.yaml is read, then it is AsyncAPI 3.0 whose channels, oper
         t.equal(frameViolation(channel as Channel, op.action as Direction, example.payload), null, `${m.$ref} example ${example.name} matches its payload`);
       }
     }
+    // a reply (a device's `response` answered by `responseResult`) goes the other way, on its own channel
+    for (const m of (op.reply?.messages ?? []) as Json[]) {
+      t.equal(op.reply.channel?.$ref, `#/channels/${channel}`, `${id}: its reply is on its channel`);
+      used.add(m.$ref as string);
+      let message = atPointer(asyncapi, (m.$ref as string).slice(1)) as Json;
+      if (message.$ref) message = atPointer(asyncapi, (message.$ref as string).slice(1)) as Json;
+      t.ok(message.examples?.length > 0, `${m.$ref} has examples`);
+      const back: Direction = op.action === 'receive' ? 'send' : 'receive';
+      for (const example of message.examples ?? []) t.equal(frameViolation(channel as Channel, back, example.payload), null, `${m.$ref} example ${example.name} matches its payload`);
+    }
   }
   for (const [name, channel] of Object.entries(channels) as [string, Json][]) {
     for (const key of Object.keys(channel.messages)) t.ok(used.has(`#/channels/${name}/messages/${key}`), `message ${key} of ${name} is used by an operation`);

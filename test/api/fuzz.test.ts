@@ -51,6 +51,8 @@ interface Operation {
   params: Schema[];
   body?: { type: string; schema: Schema; required: boolean };
   public: boolean;
+  /** only a device token authenticates it (security deviceBearer) */
+  device: boolean;
 }
 const operations: Operation[] = Object.entries(spec.paths as Record<string, Schema>).flatMap(([path, item]) =>
   METHODS.filter((m) => item[m]).map((m) => {
@@ -66,6 +68,7 @@ const operations: Operation[] = Object.entries(spec.paths as Record<string, Sche
       params,
       ...(rb && type ? { body: { type, schema: rb.content[type].schema as Schema, required: rb.required === true } } : {}),
       public: security.length === 0,
+      device: security.some((r) => Object.keys(r as object).includes('deviceBearer')),
     };
   }),
 );
@@ -88,7 +91,7 @@ t.test('when values are generated from the spec, then valid ones pass their sche
     for (const p of op.params) schemas.set(`${op.id} ${p.in} ${p.name}`, p.schema);
   }
   // the same hints as the fuzz, over a stand-in world: a hint that breaks a schema shows here
-  const hints = hintsFor({ adminId: 1, adminToken: 'x', adminTokenId: 1, userIds: [2, 3], deviceIds: [1, 2], deviceNames: ['E1', '%'], incidentIds: [1], originIds: ['O-1'], spareTokenIds: [2], spareToken: 'y'.repeat(43) });
+  const hints = hintsFor({ adminId: 1, adminToken: 'x', adminTokenId: 1, userIds: [2, 3], deviceIds: [1, 2], deviceNames: ['E1', '%'], incidentIds: [1], originIds: ['O-1'], spareTokenIds: [2], spareToken: 'y'.repeat(43), deviceToken: 'z'.repeat(43) });
   let checked = 0;
   for (const [label, schema] of schemas) {
     const check = schemaCheck(schema);
@@ -264,7 +267,7 @@ function build(op: Operation, c: Case, w: FuzzWorld, db: Db): Built {
   const url = `/api${path}${qs.length ? `?${qs.join('&')}` : ''}`;
 
   const headers: Record<string, string> = {};
-  if (c.auth === 'bearer') headers.authorization = bearer(w.adminToken);
+  if (c.auth === 'bearer') headers.authorization = bearer(op.device ? w.deviceToken : w.adminToken);
   if (c.auth === 'garbage') headers.authorization = c.garbage;
   if (c.auth === 'basic-wrong') headers.authorization = `Basic ${Buffer.from('admin@example.test:not-the-password').toString('base64')}`;
 
@@ -449,6 +452,7 @@ t.test('when every operation is fuzzed from the spec, then no answer breaks the 
       // the database after the run
       const n = (sql: string) => (db.$client.prepare(sql).get() as { n: number }).n;
       t.equal(n("SELECT count(*) AS n FROM events WHERE state NOT IN ('PENDING', 'DELIVERED', 'EXPIRED', 'SUPERSEDED')"), 0, 'every event is a push in a known state');
+      t.equal(n("SELECT count(*) AS n FROM events WHERE (type = 'incidentResponse') <> (push_seq < 0 AND state = 'DELIVERED')"), 0, 'an answer is never a push, a push never an answer');
       t.equal(n('SELECT count(*) AS n FROM user_incidents u LEFT JOIN incidents i ON i.id = u.incident_id WHERE i.id IS NULL'), 0, 'every incident permission has its incident');
       // resources and assignments live on the incident row; the callsign filter's rows follow them
       const stored = db.$client.prepare('SELECT id, status, time_closed AS timeClosed, resources, assignments FROM incidents').all() as {

@@ -42,6 +42,7 @@ import type pg from 'pg';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import { utc } from '../../domain/time.js';
+import { assignmentChanges } from '../../domain/response.js';
 import type { Current, Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter, Outcome } from '../../ports/incidents.js';
 import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
@@ -340,6 +341,26 @@ export class PgIncidents implements IncidentStorePort {
     return states;
   }
 
+  /**
+   * The response states of the assignments this change ends (CANCELLED, keeping the times they
+   * reached) or starts (NONE again), under the incident's row lock, which the response unit of
+   * work (responses.ts) takes too: an answer is decided before this change or after it.
+   */
+  private async writeResponseStates(c: Client, incidentId: number, before: readonly Assignment[], after: readonly Assignment[], now: string): Promise<void> {
+    if (before.length === 0 && after.length === 0) return;
+    const { cancelled, started } = assignmentChanges(before, after);
+    if (cancelled.length > 0) {
+      await c.query(
+        `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times)
+           SELECT $1, x.d, x.c, 'CANCELLED', json_build_object('CANCELLED', $4::text)::text FROM unnest($2::int8[], $3::text[]) AS x(d, c)
+         ON CONFLICT (incident_id, device_id) DO UPDATE
+           SET status = 'CANCELLED', times = jsonb_set(assignment_responses.times::jsonb, '{CANCELLED}', to_jsonb($4::text))::text`,
+        [incidentId, cancelled.map((x) => x.deviceId), cancelled.map((x) => x.callsign), now],
+      );
+    }
+    if (started.length > 0) await c.query(`DELETE FROM assignment_responses WHERE incident_id = $1 AND device_id = ANY($2::int8[])`, [incidentId, started]);
+  }
+
   private async finish(c: Client, plan: Plan<Incident>, now: string, read: ReadonlySet<number>): Promise<IncidentResult> {
     const events = await this.writeEvents(c, plan.incident, plan.events, now, read);
     return { ok: true, incident: plan.incident, report: plan.report, events };
@@ -378,6 +399,7 @@ export class PgIncidents implements IncidentStorePort {
       }
       const stored = current!.incident;
       if (decision.write === 'delete') {
+        await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
         await this.writeCallsigns(c, stored.id, stored.resources, []);
         await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
         // the events last, as for every write: they lock the devices (writeEvents)
@@ -391,6 +413,7 @@ export class PgIncidents implements IncidentStorePort {
           return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: (await this.reaches(c, caller, takenId)) ? takenId : null } };
         }
       }
+      await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
       const values = rowValues(incident, now, decision.plan.assignments);
       if (incident.originId === stored.originId) await c.query(UPDATE, [...values, stored.id]);
       else await c.query(UPDATE_AND_MOVE, [...values, incident.originId, stored.id]);
@@ -452,9 +475,9 @@ export class PgIncidents implements IncidentStorePort {
     if (filter.type !== undefined) where.push(`e.type = ${arg(filter.type)}`);
     if (filter.from !== undefined) where.push(`e.event_time >= ${arg(utc(filter.from))}`);
     if (filter.to !== undefined) where.push(`e.event_time < ${arg(utc(filter.to))}`);
-    // one device's events in push_seq order are in id order (the device's row lock): read off
-    // events_device (device_id, push_seq)
-    const order = filter.deviceId !== undefined ? 'e.push_seq' : 'e.id';
+    // in id order, as the spec says, one device's too: its incidentResponse events have negative
+    // push_seqs (responses.ts), so push_seq order is no longer id order (2026-11-26)
+    const order = 'e.id';
     const found = await rows<Omit<EventView, 'id' | 'deviceId' | 'incidentId' | 'attributes'> & { id: string; deviceId: string; incidentId: string; attributes: string }>(
       this.pool,
       `SELECT e.id, e.type, e.event_time AS "eventTime", e.device_id AS "deviceId", e.incident_id AS "incidentId", e.attributes, e.state, e.attempts

@@ -185,7 +185,7 @@ export const events = pgTable(
   'events',
   {
     id: id('id').primaryKey().generatedByDefaultAsIdentity(),
-    type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned'] }).notNull(),
+    type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned', 'incidentResponse'] }).notNull(),
     deviceId: id('device_id').notNull(),
     incidentId: id('incident_id').notNull(),
     eventTime: text('event_time').notNull(),
@@ -200,6 +200,40 @@ export const events = pgTable(
     pushSeq: id('push_seq').notNull(),
   },
   (t) => [index('events_incident').on(t.incidentId, t.deviceId), uniqueIndex('events_device').on(t.deviceId, t.pushSeq)],
+);
+
+/** The response status of each assignment that has one, as in SQLite (sqlite/schema.ts). */
+export const assignmentResponses = pgTable(
+  'assignment_responses',
+  {
+    incidentId: id('incident_id').notNull(),
+    deviceId: id('device_id').notNull(),
+    callsign: text('callsign').notNull(),
+    status: text('status', { enum: ['ACKNOWLEDGED', 'RESPONDING', 'NOT_AVAILABLE', 'ON_SCENE', 'CLEARED', 'CANCELLED'] }).notNull(),
+    times: text('times').notNull().default('{}'),
+  },
+  (t) => [primaryKey({ columns: [t.incidentId, t.deviceId] })],
+);
+
+/**
+ * Every answer a device sent, once per (device, responseId), as in SQLite. Identity values are
+ * never given out twice (the event's push_seq is the negated id of its response).
+ */
+export const responses = pgTable(
+  'responses',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    deviceId: id('device_id').notNull(),
+    responseId: text('response_id').notNull(),
+    incidentId: id('incident_id').notNull(),
+    status: text('status').notNull(),
+    time: text('time'),
+    receivedAt: text('received_at').notNull(),
+    accepted: boolean('accepted').notNull(),
+    reason: text('reason', { enum: ['not-assigned', 'cancelled'] }),
+    eventId: id('event_id'),
+  },
+  (t) => [uniqueIndex('responses_device_response_id').on(t.deviceId, t.responseId)],
 );
 
 /**

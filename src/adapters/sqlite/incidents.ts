@@ -11,6 +11,7 @@ import type { Db } from './db.js';
 import { without } from './engine/tuning.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { utc } from '../../domain/time.js';
+import { assignmentChanges } from '../../domain/response.js';
 import type { Current, Decide, EventFilter, EventView, IncidentResult, ListFilter, Outcome } from '../../ports/incidents.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
@@ -87,6 +88,13 @@ export class IncidentStore {
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
+      // a stand-down cancels the assignment's response state (responses.ts), keeping the times it reached
+      cancel: p(
+        `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times) VALUES (@incident, @device, @callsign, 'CANCELLED', json_object('CANCELLED', @now))
+         ON CONFLICT (incident_id, device_id) DO UPDATE SET status = 'CANCELLED', times = json_set(times, '$.CANCELLED', @now)`,
+      ),
+      // a new assignment starts at NONE (after an earlier one of the device was stood down)
+      restart: p(`DELETE FROM assignment_responses WHERE incident_id = ? AND device_id = ?`),
     };
     const { storedById, byOriginId } = this.st;
     const dataVersion = p('PRAGMA data_version').pluck();
@@ -243,6 +251,19 @@ export class IncidentStore {
     return out;
   }
 
+  /**
+   * The response states of the assignments this change ends or starts (DESIGN section 10), in
+   * this transaction: a response unit of work (responses.ts) runs before or after it, never
+   * between its read and its write, so an answer is either decided on the assignment as it was
+   * (and then cancelled here) or refused `cancelled`.
+   */
+  private writeResponseStates(incidentId: number, before: readonly Assignment[], after: readonly Assignment[], now: string): void {
+    if (before.length === 0 && after.length === 0) return;
+    const { cancelled, started } = assignmentChanges(before, after);
+    for (const c of cancelled) this.st.cancel.run({ incident: incidentId, device: c.deviceId, callsign: c.callsign, now });
+    for (const deviceId of started) this.st.restart.run(incidentId, deviceId);
+  }
+
   private finish(plan: Plan<Incident>, now: string): IncidentResult {
     const events = this.writeEvents(plan.incident, plan.events, now);
     return { ok: true, incident: plan.incident, report: plan.report, events };
@@ -274,6 +295,7 @@ export class IncidentStore {
       }
       const stored = current!.incident;
       if (decision.write === 'delete') {
+        this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
         const result = this.finish(decision.plan, now);
         this.forget(stored.id);
         this.writeCallsigns(stored.id, stored.resources, []);
@@ -288,6 +310,7 @@ export class IncidentStore {
         }
       }
       this.forget(stored.id);
+      this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
       const values = rowValues(incident, now, decision.plan.assignments);
       if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
       else this.st.updateAndMove.run(...values, incident.originId, stored.id);
@@ -364,9 +387,9 @@ export class IncidentStore {
     // an event not yet on disk is not listed: after a power cut its id could name another
     where.push('e.id <= ?');
     args.push(Math.min(this.durable(), Number.MAX_SAFE_INTEGER));
-    // one device's events in push_seq order are in id order (pushes.ts): read in that order off
-    // events_device (device_id, push_seq), with no sort
-    const order = filter.deviceId !== undefined ? 'e.push_seq' : 'e.id';
+    // in id order, as the spec says, one device's too: its incidentResponse events have negative
+    // push_seqs (responses.ts), so push_seq order is no longer id order (2026-11-26)
+    const order = 'e.id';
     const rows = this
       .prepared(
         `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,

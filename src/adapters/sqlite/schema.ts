@@ -160,7 +160,7 @@ export const events = sqliteTable(
   {
     /** never deleted (a trigger refuses it, migration 0010), so ids only grow without AUTOINCREMENT (0008) */
     id: integer('id').primaryKey(),
-    type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned'] }).notNull(),
+    type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned', 'incidentResponse'] }).notNull(),
     deviceId: integer('device_id').notNull(),
     incidentId: integer('incident_id').notNull(),
     eventTime: text('event_time').notNull(),
@@ -186,6 +186,51 @@ export const events = sqliteTable(
   // and ~1.8 of the ~16 pages a create committed alone wrote): events are written in time
   // order, so it walks them by id from push_expiry's floor (pushes.ts).
   (t) => [index('events_incident').on(t.incidentId, t.deviceId), uniqueIndex('events_device').on(t.deviceId, t.pushSeq)],
+);
+
+/**
+ * The response status of each assignment (incident, device) that has one (DESIGN section 10):
+ * a row appears when the device first answers, or when a stand-down cancels the assignment;
+ * none means NONE. The response unit of work (responses.ts) and the incident's (incidents.ts,
+ * stand-downs: CANCELLED; a new assignment: the row removed) write it, each inside the
+ * transaction that decides on it. `callsign`: the one the device is (or was) assigned under;
+ * `times`: JSON {status: ISO time} of every status reached. No foreign keys: like events, it
+ * outlives a deleted incident (whose answers stay `cancelled`).
+ */
+export const assignmentResponses = sqliteTable(
+  'assignment_responses',
+  {
+    incidentId: integer('incident_id').notNull(),
+    deviceId: integer('device_id').notNull(),
+    callsign: text('callsign').notNull(),
+    status: text('status', { enum: ['ACKNOWLEDGED', 'RESPONDING', 'NOT_AVAILABLE', 'ON_SCENE', 'CLEARED', 'CANCELLED'] }).notNull(),
+    times: text('times').notNull().default('{}'),
+  },
+  (t) => [primaryKey({ columns: [t.incidentId, t.deviceId] })],
+);
+
+/**
+ * Every answer a device sent, once per (device, responseId): what it asked and the result it
+ * got, which a repeat of the responseId is answered with. `event_id`: the incidentResponse event
+ * it wrote, when it moved the status. AUTOINCREMENT: the event's push_seq is the negated id of
+ * its response (responses.ts), so an id must never be given out twice. No foreign keys.
+ */
+export const responses = sqliteTable(
+  'responses',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    deviceId: integer('device_id').notNull(),
+    responseId: text('response_id').notNull(),
+    incidentId: integer('incident_id').notNull(),
+    status: text('status').notNull(),
+    /** the device's time, as sent */
+    time: text('time'),
+    receivedAt: text('received_at').notNull(),
+    accepted: integer('accepted', { mode: 'boolean' }).notNull(),
+    reason: text('reason', { enum: ['not-assigned', 'cancelled'] }),
+    eventId: integer('event_id'),
+  },
+  (t) => [uniqueIndex('responses_device_response_id').on(t.deviceId, t.responseId)],
 );
 
 /**

@@ -12,6 +12,8 @@ import { databaseAnswers, storageProbe } from './health.js';
 import { IdentityStore } from './identity.js';
 import { IncidentStore } from './incidents.js';
 import { PushStore } from './pushes.js';
+import { ResponseStore } from './responses.js';
+import type { DecideResponse, ResponseInput, ResponseStorePort } from '../../ports/responses.js';
 import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
@@ -70,6 +72,21 @@ class SqliteIncidents implements IncidentStorePort {
   }
 }
 
+/** The response port over the sync store: each answer joins the next group commit, like an incident write. */
+class SqliteResponses implements ResponseStorePort {
+  constructor(
+    private readonly store: ResponseStore,
+    private readonly writes: GroupCommitter,
+  ) {}
+
+  respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string) {
+    return this.writes.run(() => this.store.respond(deviceId, input, decide, now));
+  }
+  async responders(incidentId: number) {
+    return this.store.responders(incidentId);
+  }
+}
+
 export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence) => SqliteStorage {
   return (log, presence) => {
     const { db } = options;
@@ -117,6 +134,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       identity: sqliteIdentity(identityStore, db.$client, gate),
       incidents: new SqliteIncidents(store, writes),
       outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
+      responses: new SqliteResponses(new ResponseStore(db), writes),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

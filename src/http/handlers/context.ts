@@ -7,6 +7,7 @@ import type { Storage } from '../../ports/storage.js';
 import type { DeviceService } from '../../services/devices.js';
 import type { IncidentService } from '../../services/incidents.js';
 import type { PermissionService } from '../../services/permissions.js';
+import type { ResponseService } from '../../services/responses.js';
 import type { SessionService } from '../../services/sessions.js';
 import type { UserService } from '../../services/users.js';
 
@@ -17,6 +18,7 @@ export interface Context {
   users: UserService;
   devices: DeviceService;
   permissions: PermissionService;
+  responses: ResponseService;
   sessions: SessionService;
   presence: Presence;
   /** the storage's health (GET /health) */

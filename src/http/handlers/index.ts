@@ -7,6 +7,7 @@ import { DeviceHandlers } from './devices.js';
 import { HealthHandlers } from './health.js';
 import { IncidentHandlers } from './incidents.js';
 import { PermissionHandlers } from './permissions.js';
+import { ResponseHandlers } from './responses.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
 
@@ -17,6 +18,7 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
   const devices = new DeviceHandlers(ctx);
   const permissions = new PermissionHandlers(ctx);
   const health = new HealthHandlers(ctx);
+  const responses = new ResponseHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -25,6 +27,8 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
     updateIncident: incidents.updateIncident,
     deleteIncident: incidents.deleteIncident,
     listEvents: incidents.listEvents,
+    createIncidentResponse: responses.createIncidentResponse,
+    listIncidentResponders: responses.listIncidentResponders,
     getSession: session.getSession,
     createSession: session.createSession,
     deleteSession: session.deleteSession,

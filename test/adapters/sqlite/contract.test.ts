@@ -1,6 +1,6 @@
 // The store contract suite (test/adapters/contract) against the SQLite adapter as main.ts
 // assembles it (sqliteStorage, group commit included): on an in-memory database with no fsync
-// (durability null: a write resolves when its group commits), and its incident and outbox
+// (durability null: a write resolves when its group commits), and its incident, outbox and response
 // parts again on a database file with the default durability (synchronous=FULL, each group's
 // fdatasync of the WAL off the event loop: a write resolves once it is on disk, and delivery
 // reads only what the disk has).
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { sqliteStorage } from '../../../src/adapters/sqlite/storage.js';
-import { incidentStoreContract, outboxContract, storageContract, type StorageFactory } from '../contract/index.js';
+import { incidentStoreContract, outboxContract, responseStoreContract, storageContract, type StorageFactory } from '../contract/index.js';
 
 function silentLog(): FastifyBaseLogger {
   const noop = () => {};
@@ -48,4 +48,5 @@ t.test('in memory, no fsync', async (t) => {
 t.test('on a database file, answered after its fsync', async (t) => {
   await incidentStoreContract(t, onDisk);
   await outboxContract(t, onDisk);
+  await responseStoreContract(t, onDisk);
 });
