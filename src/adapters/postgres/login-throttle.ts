@@ -3,7 +3,8 @@
 // over any number of nodes is throttled as one. The rules are the one-node throttle's
 // (domain/login-throttle.ts); only where the counts live differs.
 //
-// Reserving an attempt is one transaction: the three buckets it counts in (per (account,
+// Reserving an attempt is one transaction (after a read without locks that refuses what is
+// plainly throttled, so a flood does not queue on the locks): the three buckets it counts in (per (account,
 // address), per address, per account) are created if missing and locked (SELECT … FOR UPDATE, in
 // key order, so two reservations never deadlock), the decision is taken on what they hold, and
 // the attempt is written into them before COMMIT. Two nodes reserving at once take turns on the
@@ -125,6 +126,9 @@ export class PgLoginThrottle implements LoginThrottlePort {
   async attempt(ip: string, email: string): Promise<LoginAttempt | ThrottleRefusal> {
     const keys = dbKeys(ip, email);
     const sorted = [keys.pair, keys.address, keys.account].sort();
+    // a flood is refused by one read, without queueing for the rows' locks
+    const early = await this.peek(keys, this.now());
+    if (early.wait > 0) return { ok: false, retryAfter: early.wait };
     const wait = await this.transaction(async (c) => {
       const now = this.now();
       let rows: BucketRow[];
@@ -213,9 +217,12 @@ export class PgLoginThrottle implements LoginThrottlePort {
     }
   }
 
-  async admit(ip: string, email: string): Promise<{ readonly ok: true } | ThrottleRefusal> {
-    const keys = dbKeys(ip, email);
-    const now = this.now();
+  /**
+   * What the buckets and the known pair say now, read without a lock: a wait this finds is a
+   * wait (counts only fall by a settlement committed after the read, as if the attempt had come
+   * a moment earlier); no wait is decided again under the rows' locks.
+   */
+  private async peek(keys: Keys, now: number): Promise<{ wait: number; pairFailures: number; knownAt: number | undefined }> {
     const { rows } = await this.pool.query<BucketRow & { known_at: string | null }>(
       `SELECT key, failures, pending, last_failure, last_begun, NULL::bigint AS known_at FROM login_buckets WHERE key = ANY($1::text[])
        UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, at FROM login_known WHERE pair_key = $2`,
@@ -229,13 +236,17 @@ export class PgLoginThrottle implements LoginThrottlePort {
       now,
     );
     const wait = attemptWait(this.opts, buckets, stillKnown(knownAt, now, this.opts.windowMs), now);
+    return { wait, pairFailures: buckets.pair?.failures ?? 0, knownAt };
+  }
+
+  async admit(ip: string, email: string): Promise<{ readonly ok: true } | ThrottleRefusal> {
+    const keys = dbKeys(ip, email);
+    const now = this.now();
+    const { wait, pairFailures, knownAt } = await this.peek(keys, now);
     if (wait > 0) return { ok: false, retryAfter: wait };
     // the success, as a checked attempt's: written only when it changes something worth a write
-    const forgive = (buckets.pair?.failures ?? 0) > 0;
-    if (forgive) {
-      await this.retried(() =>
-        this.pool.query(`WITH given AS (UPDATE login_buckets SET failures = 0 WHERE key = $1) ${upsertKnown('$1', '$2')}`, [keys.pair, now]),
-      );
+    if (pairFailures > 0) {
+      await this.retried(() => this.pool.query(`WITH given AS (UPDATE login_buckets SET failures = 0 WHERE key = $1) ${upsertKnown('$1', '$2')}`, [keys.pair, now]));
     } else if (knownAt === undefined || now - knownAt >= KNOWN_REFRESH_MS) {
       await this.retried(() => this.pool.query(upsertKnown('$1', '$2'), [keys.pair, now]));
     }
