@@ -9,7 +9,9 @@
 // key order, so two reservations never deadlock), the decision is taken on what they hold, and
 // the attempt is written into them before COMMIT. Two nodes reserving at once take turns on the
 // rows: never both get the last allowed attempt. Settling is one statement of relative changes
-// (pending − 1, failures + 1), which needs no lock held across an await.
+// (pending − 1, failures + 1), which needs no lock held across an await; should it meet a
+// reservation in a deadlock (its rows taken in another order), the server ends one of the two
+// and that one runs again.
 //
 // Keys are stored as SHA-256 of the domain's keys: no email or address in the table, a bounded
 // key length, and no character PostgreSQL text refuses (NUL).

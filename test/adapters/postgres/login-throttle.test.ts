@@ -74,6 +74,26 @@ t.test('when attempts settle on the other node while new ones race, then the cou
   t.comment(`transactions run again after a deadlock: ${a.retries + b.retries}`);
 });
 
+t.test('when attempts begin and settle at once on both nodes, then no count is lost: every settled attempt leaves pending, every failure stays counted', { skip: pgSkip }, async (t) => {
+  const { a, b, count } = await twoNodes(t, { accountFailures: 1000, addressFailures: 1000 });
+  let failed = 0;
+  await Promise.all(
+    Array.from({ length: 300 }, async (_, i) => {
+      const node = i % 2 ? a : b;
+      const attempt = await node.attempt(`10.2.${i >> 8}.${i & 255}`, 'a@example.test');
+      if (!attempt.ok) return;
+      if (i % 3 === 0) {
+        failed++;
+        await attempt.failed();
+      } else await attempt.withdrawn();
+    }),
+  );
+  t.equal(failed, 100, 'every attempt began (each from its own address)');
+  t.equal(await count('login_buckets WHERE pending <> 0'), 0, 'nothing left pending');
+  t.equal(await count('login_buckets WHERE failures = 100'), 1, 'the account\'s bucket holds the 100 failures');
+  t.comment(`statements run again after a deadlock: ${a.retries + b.retries}`);
+});
+
 t.test('when a node dies with attempts begun, then once stale they count as failures, which the window forgets, not as pending for ever', { skip: pgSkip }, async (t) => {
   const { a, b, advance } = await twoNodes(t, { freeFailures: 2 });
   await begin(a, '10.0.0.1', 'a@example.test'); // never settled: node A died
