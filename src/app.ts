@@ -15,6 +15,8 @@ import { Access } from './services/access.js';
 import { Authenticator, SESSION_IDLE_MS } from './services/authenticator.js';
 import { bootstrapAdministrator } from './services/bootstrap.js';
 import { LoginThrottle } from './services/throttle.js';
+import type { LoginThrottlePort, ThrottleOptions } from './ports/login-throttle.js';
+import { DEFAULT_THROTTLE_RULES } from './domain/login-throttle.js';
 import { DeviceService } from './services/devices.js';
 import { IncidentService } from './services/incidents.js';
 import { PermissionService } from './services/permissions.js';
@@ -50,7 +52,10 @@ export interface AppDeps {
   clock?: Clock;
   logger?: FastifyServerOptions['logger'];
   hubOptions?: Partial<HubOptions>;
-  throttle?: LoginThrottle;
+  /** the login throttle; by default the storage's (shared by nodes) or else one in memory */
+  throttle?: LoginThrottlePort;
+  /** the default throttle's limits and clock (tests) */
+  throttleOptions?: ThrottleOptions;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -233,7 +238,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.addContentTypeParser(['application/json', 'application/problem+json'], { parseAs: 'buffer' }, jsonBodyParser(app.getDefaultJsonParser('error', 'error')));
   await app.register(cookie);
   await app.register(formbody, { bodyLimit: BODY_LIMIT });
-  const throttle = deps.throttle ?? new LoginThrottle();
+  const throttleOptions = deps.throttleOptions ?? DEFAULT_THROTTLE_RULES;
+  const throttle = deps.throttle ?? storage.loginThrottle?.(throttleOptions) ?? new LoginThrottle(throttleOptions);
   await registerBasicAuth(app, auth, throttle);
   app.decorateRequest('principal', null);
   app.decorateRequest('credentialsRejected', false);

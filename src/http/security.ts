@@ -10,7 +10,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../services/authenticator.js';
 import { Problem, problems } from './problem.js';
-import type { LoginThrottle } from '../services/throttle.js';
+import type { LoginThrottlePort } from '../ports/login-throttle.js';
 import { HashQueueFull } from '../services/secrets.js';
 import type { UserRecord } from '../ports/identity.js';
 
@@ -59,39 +59,50 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
 
 /**
  * A login: POST /session, or Basic credentials on any call. The attempt is counted by the
- * throttle before anything is awaited, so parallel guesses cannot outrun the count; a right
- * password gives it back, a check the full queue refused (503 busy) does not count. Returns
- * the user, or null for wrong credentials; throws the 429 or 503 problem.
+ * throttle before its password is checked (at once on one node, in one transaction of the
+ * database with several: ports/login-throttle.ts), so parallel guesses cannot outrun the count; a
+ * right password gives it back, a check the full queue refused (503 busy) does not count.
+ * Credentials verified before and unchanged since are admitted without a check, but only where
+ * an attempt would be. Returns the user, or null for wrong credentials; throws the 429 or 503
+ * problem.
  *
  * A throttled attempt is answered 429 without a look at the password, except when the very
  * same credentials are being checked already (a client's parallel calls before its first
  * answer): it shares that check's answer, which tells nothing the other caller is not told.
  */
-export async function checkLogin(auth: Authenticator, throttle: LoginThrottle, ip: string, email: string, password: string): Promise<UserRecord | null> {
-  const attempt = throttle.attempt(ip, email);
-  if (!attempt.ok) {
-    const same = auth.checkInFlight(email, password);
-    const user = same ? await same.catch(() => null) : null;
-    if (user) return user;
-    throw problems.tooManyRequests(attempt.retryAfter);
-  }
-  // credentials verified before are settled in this turn (no attempt stays pending)
+export async function checkLogin(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
   const cached = auth.cachedPassword(email, password);
   if (cached) {
-    attempt.succeeded();
-    return cached;
+    const asked = throttle.admit(ip, email);
+    const admitted = asked instanceof Promise ? await asked : asked;
+    if (!admitted.ok) return refused(auth, email, password, admitted.retryAfter);
+    // the user may have changed while the throttle was asked: then the password is checked
+    const still = asked instanceof Promise ? auth.cachedPassword(email, password) : cached;
+    if (still) return still;
   }
+  const begun = throttle.attempt(ip, email);
+  const attempt = begun instanceof Promise ? await begun : begun;
+  if (!attempt.ok) return refused(auth, email, password, attempt.retryAfter);
   let user: UserRecord | null;
   try {
     user = await auth.checkPassword(email, password);
   } catch (err) {
-    attempt.withdrawn();
+    // given back; where that cannot be written, the database ages the attempt out (its error is not this one)
+    await Promise.resolve(attempt.withdrawn()).catch(() => {});
     if (err instanceof HashQueueFull) throw problems.busy(err.retryAfterS);
     throw err;
   }
-  if (user) attempt.succeeded();
-  else attempt.failed();
+  if (user) await attempt.succeeded();
+  else await attempt.failed();
   return user;
+}
+
+/** a throttled login: the answer of the same credentials' check in flight if it is a user, else 429 */
+async function refused(auth: Authenticator, email: string, password: string, retryAfter: number): Promise<UserRecord> {
+  const same = auth.checkInFlight(email, password);
+  const user = same ? await same.catch(() => null) : null;
+  if (user) return user;
+  throw problems.tooManyRequests(retryAfter);
 }
 
 /**
@@ -99,7 +110,7 @@ export async function checkLogin(auth: Authenticator, throttle: LoginThrottle, i
  * failures count per address and per (account, address); a throttled caller gets 429, and
  * a full queue of password checks 503.
  */
-export function registerBasicAuth(app: FastifyInstance, auth: Authenticator, throttle: LoginThrottle): Promise<void> {
+export function registerBasicAuth(app: FastifyInstance, auth: Authenticator, throttle: LoginThrottlePort): Promise<void> {
   return app.register(import('@fastify/basic-auth'), {
     authenticate: false,
     async validate(username: string, password: string, req: FastifyRequest) {

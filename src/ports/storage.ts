@@ -4,6 +4,7 @@ import type { IdentityPort } from './identity.js';
 import type { IncidentStorePort } from './incidents.js';
 import type { OutboxPort } from './outbox.js';
 import type { ResponseStorePort } from './responses.js';
+import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 
 export interface StorageHealth {
   ok: boolean;
@@ -26,6 +27,12 @@ export interface Storage {
   writeRefusal(): Error | null;
   /** an error of the storage itself (a full disk, an I/O error): nothing was written; 503 */
   isUnavailable(err: unknown): boolean;
+  /**
+   * Login throttling whose counts every node shares (several nodes on one database: the counts
+   * live there, so a flood spread over the nodes is throttled as one). Absent where one process
+   * is the only node (SQLite): the app counts in memory (services/throttle.ts). Stopped by close().
+   */
+  loginThrottle?(options: ThrottleOptions): LoginThrottlePort;
   /** figures for the log at shutdown */
   stats(): object;
   close(): Promise<void>;

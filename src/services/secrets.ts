@@ -124,6 +124,16 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
 // at most one of each flooded account's. Setting a password is bounded the same way, in the
 // share of the user who sets it (an authenticated user changing its own password in a loop
 // must not starve everyone's logins); only the first administrator's, at start, is not.
+//
+// Several nodes (DESIGN section 9; decided 2026-11-26): this queue stays per node, since what
+// it bounds is the node's own CPU and thread pool, and a check queued on one node cannot run on
+// another. What must not grow with the number of nodes is how many checks of one account, or
+// from one address, are in flight: that bound is the login throttle's, which counts every
+// attempt as pending before it reaches this queue, in the database when there are several nodes
+// (adapters/postgres/login-throttle.ts): at most 5 per (account, address), 20 per account from
+// addresses it has not logged in from, 50 per address, over all nodes together. A check this
+// queue refuses (503 busy) is given back to the throttle, so a full queue on one node costs the
+// account nothing on the others.
 export const PASSWORD_CHECK_LIMITS: QueueLimits = { queueMax: 64, shareMax: 8, maxWaitMs: 1000 };
 export const scryptSlots = limitConcurrency(2, PASSWORD_CHECK_LIMITS);
 

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { ADMIN, adminAuth, basic, bearer, createUser, FakeClock, json, makeApp, sqliteOnly } from '../fixtures/app.js';
 import { incidentBody } from '../fixtures/incidents.js';
-import { LoginThrottle } from '../../src/services/throttle.js';
+import type { ThrottleOptions } from '../../src/ports/login-throttle.js';
 import { setPasswordCheckLimits } from '../../src/services/secrets.js';
 
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
@@ -31,11 +31,14 @@ function withBasic(app: FastifyInstance, email: string, password: string, remote
   return app.inject({ method: 'GET', url: '/api/incidents', headers: { authorization: basic(email, password) }, remoteAddress });
 }
 
-/** a throttle on a clock that stands still unless the test moves it */
+/**
+ * The app's own throttle (in memory on SQLite, in the database on PostgreSQL: TEST_ADAPTER) with
+ * these limits, on a clock that stands still unless the test moves it.
+ */
 function throttled(opts: { freeFailures?: number; addressFailures?: number } = {}) {
   const clock = new FakeClock();
-  const throttle = new LoginThrottle({ freeFailures: opts.freeFailures ?? 5, windowMs: 15 * 60_000, addressFailures: opts.addressFailures ?? 50, now: () => clock.now().getTime() });
-  return { clock, throttle };
+  const throttleOptions: ThrottleOptions = { freeFailures: opts.freeFailures ?? 5, windowMs: 15 * 60_000, addressFailures: opts.addressFailures ?? 50, now: () => clock.now().getTime() };
+  return { clock, throttleOptions };
 }
 
 function statuses(responses: LightMyRequestResponse[]): Record<number, number> {
@@ -66,8 +69,8 @@ function limitChecks(t: Test, limits: Parameters<typeof setPasswordCheckLimits>[
  * flight a right login for BEE: its answer, and how many of the flood were checked ahead of it.
  */
 async function floodThenLogin(t: Test, addressOf: (i: number) => string) {
-  const { throttle } = throttled({ freeFailures: 5 });
-  const { app } = await makeApp(t, { throttle });
+  const { throttleOptions } = throttled({ freeFailures: 5 });
+  const { app } = await makeApp(t, { throttleOptions });
   await createUser(app, { name: 'Other', ...OTHER });
   await createUser(app, { name: 'Bee', ...BEE });
   let checkedAhead = 0;
@@ -88,8 +91,8 @@ t.teardown(() => {
 
 t.test('parallel guesses', async (t) => {
   t.test('when 300 logins for one account arrive at once with the right password at position 250, then it gets 429, not 200', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5 });
+    const { app } = await makeApp(t, { throttleOptions });
     const all = await Promise.all(Array.from({ length: 300 }, (_, i) => login(app, ADMIN.email, i === 249 ? ADMIN.password : `guess-${i}`, '10.0.0.1')));
     t.equal(all[249]!.statusCode, 429, 'the right password, late, is refused');
     const seen = statuses(all);
@@ -104,8 +107,8 @@ t.test('parallel guesses', async (t) => {
     ['wrong Basic credentials', withBasic],
   ] as const) {
     t.test(`when 60 ${what} arrive at once, then at most the free failures get 401 and the rest 429 with Retry-After`, async (t) => {
-      const { throttle } = throttled({ freeFailures: 5 });
-      const { app } = await makeApp(t, { throttle });
+      const { throttleOptions } = throttled({ freeFailures: 5 });
+      const { app } = await makeApp(t, { throttleOptions });
       const all = await Promise.all(Array.from({ length: 60 }, (_, i) => attempt(app, ADMIN.email, `wrong-${i}`, '10.0.0.1')));
       t.same(statuses(all), { 401: 5, 429: 55 });
       assertProblem(t, all.find((r) => r.statusCode === 429)!, 429, 'too-many-requests');
@@ -113,22 +116,22 @@ t.test('parallel guesses', async (t) => {
   }
 
   t.test('when one address sprays 60 accounts at once, then at most its address limit is checked', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5, addressFailures: 10 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5, addressFailures: 10 });
+    const { app } = await makeApp(t, { throttleOptions });
     const all = await Promise.all(Array.from({ length: 60 }, (_, i) => login(app, `user${i}@example.test`, 'guess', '10.0.0.1')));
     t.same(statuses(all), { 401: 10, 429: 50 });
   });
 
   t.test('when a client sends 20 requests at once with the same right Basic credentials before any is cached, then all 20 get 200', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5 });
+    const { app } = await makeApp(t, { throttleOptions });
     const all = await Promise.all(Array.from({ length: 20 }, () => withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')));
     t.same(statuses(all), { 200: 20 }, 'identical checks in flight are one check');
   });
 
   t.test('when an address is throttled for an account, then the right password is not answered from the Basic cache', async (t) => {
-    const { throttle } = throttled({ freeFailures: 3 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 3 });
+    const { app } = await makeApp(t, { throttleOptions });
     t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.2')).statusCode, 200, 'cached from another address');
     for (let i = 0; i < 3; i++) t.equal((await withBasic(app, ADMIN.email, `guess-${i}`, '10.0.0.3')).statusCode, 401);
     t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.3')).statusCode, 429, 'a cached password is a guess like any other');
@@ -142,8 +145,8 @@ t.test('the bounded queue of password checks', async (t) => {
   // (SQLite); on PostgreSQL a check may end before the last arrives, and one more runs
   t.test('when the queue is full, then a login gets 503 busy with Retry-After, and is not counted as a failure', { skip: sqliteOnly }, async (t) => {
     limitChecks(t, { queueMax: 0 });
-    const { throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5 });
+    const { app } = await makeApp(t, { throttleOptions });
     const all = await Promise.all(Array.from({ length: 5 }, (_, i) => login(app, ADMIN.email, `wrong-${i}`, '10.0.0.1')));
     t.same(statuses(all), { 401: 2, 503: 3 }, 'two checks run, nothing waits');
     assertProblem(t, all.find((r) => r.statusCode === 503)!, 503, 'busy');
@@ -200,8 +203,8 @@ t.test('the bounded queue of password checks', async (t) => {
 
 t.test('a correct login is not blocked by others\' failures', async (t) => {
   t.test('when an address is throttled by a spray after the administrator used Basic from it, then the administrator\'s Basic credentials still work there', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5, addressFailures: 10 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5, addressFailures: 10 });
+    const { app } = await makeApp(t, { throttleOptions });
     await createUser(app, { name: 'Other', ...OTHER });
     t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200, 'the administrator works from 10.0.0.1');
     const spray = await Promise.all(Array.from({ length: 200 }, (_, i) => login(app, `user${i}@example.test`, 'guess', '10.0.0.1')));
@@ -213,8 +216,8 @@ t.test('a correct login is not blocked by others\' failures', async (t) => {
   });
 
   t.test('when a CAD sends 50 calls at once with Basic credentials verified before, then none is throttled by the others in flight', async (t) => {
-    const { throttle } = throttled({ freeFailures: 5, addressFailures: 10 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 5, addressFailures: 10 });
+    const { app } = await makeApp(t, { throttleOptions });
     t.equal((await withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200, 'verified once');
     for (let round = 0; round < 3; round++) {
       const burst = await Promise.all(Array.from({ length: 50 }, () => withBasic(app, ADMIN.email, ADMIN.password, '10.0.0.1')));
@@ -223,8 +226,8 @@ t.test('a correct login is not blocked by others\' failures', async (t) => {
   });
 
   t.test('when an account known at an address fails there itself, then its own limit still applies', async (t) => {
-    const { throttle } = throttled({ freeFailures: 3, addressFailures: 10 });
-    const { app } = await makeApp(t, { throttle });
+    const { throttleOptions } = throttled({ freeFailures: 3, addressFailures: 10 });
+    const { app } = await makeApp(t, { throttleOptions });
     t.equal((await login(app, ADMIN.email, ADMIN.password, '10.0.0.1')).statusCode, 200);
     const all = await Promise.all(Array.from({ length: 20 }, (_, i) => login(app, ADMIN.email, `guess-${i}`, '10.0.0.1')));
     t.same(statuses(all), { 401: 3, 429: 17 });

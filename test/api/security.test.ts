@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { ADMIN, adminAuth, basic, bearer, createDevice, createUser, FakeClock, grant, json, makeApp, mintToken, sqliteOnly } from '../fixtures/app.js';
 import { events, incidentBody, send, world } from '../fixtures/incidents.js';
-import { LoginThrottle } from '../../src/services/throttle.js';
+import type { ThrottleOptions } from '../../src/ports/login-throttle.js';
 
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
 const CHALLENGE = 'Basic realm="api", Bearer';
@@ -43,17 +43,17 @@ function assertProblem(t: Test, res: LightMyRequestResponse, status: number, kin
   t.equal(json(res).type, `urn:cad-incident:problem:${kind}`, kind);
 }
 
-/** a login throttle on a clock the test moves */
+/** the app's own login throttle (in the database on PostgreSQL) with these limits, on a clock the test moves */
 function throttled(opts: { freeFailures?: number; addressFailures?: number } = {}) {
   const clock = new FakeClock();
-  const throttle = new LoginThrottle({ freeFailures: opts.freeFailures ?? 5, windowMs: 15 * MINUTE, addressFailures: opts.addressFailures ?? 50, now: () => clock.now().getTime() });
-  return { clock, throttle };
+  const throttleOptions: ThrottleOptions = { freeFailures: opts.freeFailures ?? 5, windowMs: 15 * MINUTE, addressFailures: opts.addressFailures ?? 50, now: () => clock.now().getTime() };
+  return { clock, throttleOptions };
 }
 
 t.test('login throttling', async (t) => {
   t.test('when one address keeps sending a wrong password, then it gets 429 problem+json with an integer Retry-After', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 5 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 5 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     const statuses: number[] = [];
     let blocked: LightMyRequestResponse | undefined;
     for (let i = 0; i < 20 && !blocked; i++) {
@@ -70,8 +70,8 @@ t.test('login throttling', async (t) => {
   });
 
   t.test('when an account is throttled at one address, then a correct login for it from another address, and for another account from a third, succeeds', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 3 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 3 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     await createUser(app, { name: 'Other', email: 'other@example.test', password: 'other-password' });
     for (let i = 0; i < 3; i++) await login(app, ADMIN.email, 'wrong-password', '10.0.0.1');
     t.equal((await login(app, ADMIN.email, 'wrong-password', '10.0.0.1')).statusCode, 429, 'throttled at 10.0.0.1');
@@ -83,8 +83,8 @@ t.test('login throttling', async (t) => {
   });
 
   t.test('when Retry-After has passed, then the right password works again; further failures double the wait', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 2 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 2 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     for (let i = 0; i < 2; i++) await login(app, ADMIN.email, 'wrong', '10.0.0.9');
     const first = await login(app, ADMIN.email, 'wrong', '10.0.0.9');
     t.equal(first.statusCode, 429);
@@ -100,8 +100,8 @@ t.test('login throttling', async (t) => {
   });
 
   t.test('when one address sprays many accounts, then that address is throttled for every account but no account is throttled elsewhere', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 5, addressFailures: 6 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 5, addressFailures: 6 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     for (let i = 0; i < 6; i++) t.equal((await login(app, `user${i}@example.test`, 'guess', '10.6.6.6')).statusCode, 401, `spray ${i}`);
     t.equal((await login(app, 'user9@example.test', 'guess', '10.6.6.6')).statusCode, 429, 'the address is throttled');
     t.equal((await login(app, ADMIN.email, ADMIN.password, '10.6.6.6')).statusCode, 429, 'for every account, at that address');
@@ -109,23 +109,23 @@ t.test('login throttling', async (t) => {
   });
 
   t.test('when TRUST_PROXY is off, then X-Forwarded-For does not change whose failures count', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 3 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 3 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     for (let i = 0; i < 3; i++) await login(app, ADMIN.email, 'wrong', '10.0.0.5', { 'x-forwarded-for': `198.51.100.${i}` });
     t.equal((await login(app, ADMIN.email, 'wrong', '10.0.0.5', { 'x-forwarded-for': '198.51.100.77' })).statusCode, 429, 'a forged X-Forwarded-For is ignored');
   });
 
   t.test('when TRUST_PROXY is on, then the forwarded client address is the one throttled', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 3 });
-    const { app } = await makeApp(t, { clock, throttle, config: { trustProxy: true } });
+    const { clock, throttleOptions } = throttled({ freeFailures: 3 });
+    const { app } = await makeApp(t, { clock, throttleOptions, config: { trustProxy: true } });
     for (let i = 0; i < 3; i++) await login(app, ADMIN.email, 'wrong', '10.0.0.5', { 'x-forwarded-for': '198.51.100.1' });
     t.equal((await login(app, ADMIN.email, 'wrong', '10.0.0.5', { 'x-forwarded-for': '198.51.100.1' })).statusCode, 429, 'the client behind the proxy is throttled');
     t.equal((await login(app, ADMIN.email, ADMIN.password, '10.0.0.5', { 'x-forwarded-for': '198.51.100.2' })).statusCode, 200, 'another client behind the same proxy is not');
   });
 
   t.test('when Basic credentials fail repeatedly, then they are throttled like logins, with the same answer', async (t) => {
-    const { clock, throttle } = throttled({ freeFailures: 2 });
-    const { app } = await makeApp(t, { clock, throttle });
+    const { clock, throttleOptions } = throttled({ freeFailures: 2 });
+    const { app } = await makeApp(t, { clock, throttleOptions });
     const get = (password: string, remoteAddress: string) => app.inject({ method: 'GET', url: '/api/incidents', headers: { authorization: basic(ADMIN.email, password) }, remoteAddress });
     t.equal((await get('wrong', '10.0.0.7')).statusCode, 401);
     t.equal((await get('wrong', '10.0.0.7')).statusCode, 401);

@@ -16,6 +16,7 @@ import { PgIdentity, type PgIdentityOptions } from './identity.js';
 import { PgIncidents } from './incidents.js';
 import { PgOutbox } from './outbox.js';
 import { PgResponses } from './responses.js';
+import { PgLoginThrottle } from './login-throttle.js';
 
 /** how long health() trusts its last answer */
 export const HEALTH_CACHE_MS = 1_000;
@@ -58,7 +59,10 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
     await db.$client.end().catch(() => {});
     throw err;
   }
-  const close = () => (closed ??= db.$client.end());
+  // the login throttles made (one per app): their pruning stops before the pool ends
+  const throttles: PgLoginThrottle[] = [];
+  const close = () =>
+    (closed ??= Promise.all(throttles.map((t) => t.close())).then(() => db.$client.end()));
 
   const factory = (log: FastifyBaseLogger, presence: Presence): PostgresStorage => {
     onPoolError = (err) => log.warn({ err }, 'PostgreSQL: an idle pooled connection failed (a new one is opened when needed)');
@@ -96,6 +100,12 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
           return health;
         });
         return probing;
+      },
+      /** counted in login_buckets and login_known, shared by every node (login-throttle.ts) */
+      loginThrottle(throttleOptions) {
+        const throttle = new PgLoginThrottle(db.$client, throttleOptions, log);
+        throttles.push(throttle);
+        return throttle;
       },
       writeRefusal: () => null,
       isUnavailable: isPgUnavailable,

@@ -1,6 +1,6 @@
 // All operation handlers in one object, checked against the generated operation list: a
 // missing operationId is a compile error.
-import type { LoginThrottle } from '../../services/throttle.js';
+import type { LoginThrottlePort } from '../../ports/login-throttle.js';
 import type { OperationHandlers } from '../types.js';
 import type { Context } from './context.js';
 import { DeviceHandlers } from './devices.js';
@@ -11,7 +11,7 @@ import { ResponseHandlers } from './responses.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
 
-export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationHandlers {
+export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
   const session = new SessionHandlers(ctx, throttle);
   const users = new UserHandlers(ctx);

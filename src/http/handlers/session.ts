@@ -6,12 +6,12 @@ import { publicUser } from '../mappers.js';
 import { SESSION_IDLE_MS } from '../../services/authenticator.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
-import type { LoginThrottle } from '../../services/throttle.js';
+import type { LoginThrottlePort } from '../../ports/login-throttle.js';
 
 export class SessionHandlers {
   constructor(
     private readonly ctx: Context,
-    private readonly throttle: LoginThrottle,
+    private readonly throttle: LoginThrottlePort,
   ) {}
 
   private setCookie(req: FastifyRequest, reply: FastifyReply, value: string): void {

@@ -8,9 +8,10 @@ import { identityContract } from './identity.js';
 import { incidentStoreContract } from './incidents.js';
 import { outboxContract } from './outbox.js';
 import { responseStoreContract } from './responses.js';
+import { loginThrottleContract } from './login-throttle.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, outboxContract, responseStoreContract };
+export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, responseStoreContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
@@ -19,4 +20,5 @@ export async function storageContract(t: Test, factory: StorageFactory): Promise
   await outboxContract(t, factory);
   await identityContract(t, factory);
   await responseStoreContract(t, factory);
+  await loginThrottleContract(t, factory);
 }
