@@ -3,6 +3,7 @@
 import type { IdentityPort } from './identity.js';
 import type { IncidentStorePort } from './incidents.js';
 import type { OutboxPort } from './outbox.js';
+import type { RetentionPort } from './retention.js';
 
 export interface StorageHealth {
   ok: boolean;
@@ -15,6 +16,8 @@ export interface Storage {
   readonly incidents: IncidentStorePort;
   readonly identity: IdentityPort;
   readonly outbox: OutboxPort;
+  /** what the retention sweeper removes, a batch at a time (services/retention.ts) */
+  readonly retention: RetentionPort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**
