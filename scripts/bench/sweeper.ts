@@ -96,7 +96,7 @@ function oldLeft(path: string): { events: number; versions: number; tokens: numb
 function batchHold(path: string, batches: number): { p50: number; p99: number; max: number; removed: number } {
   const db = openDatabase({ path, synchronous: 'FULL' });
   const c = db.$client;
-  const sweep = sqliteSweeps[0](c);
+  const sweep = sqliteSweeps.find((make) => make(c).name === 'events')!(c);
   const cutoffs = { retainedSince: new Date(Date.now() - 30 * DAY_MS).toISOString(), sessionsIdleSince: new Date(0).toISOString(), now: new Date().toISOString() };
   const times: number[] = [];
   let from: number | null = 0;

@@ -19,6 +19,8 @@ export interface SweepBatch {
   removed: Record<string, number>;
   /** where the sweep's next batch starts (pass it back as `from`); null: nothing more to remove for these cutoffs */
   next: number | null;
+  /** how long the batch held the writer (ms), where the adapter knows it (SQLite: the batch's statements in its group's transaction) */
+  heldMs?: number;
 }
 
 export interface RetentionPort {

@@ -92,6 +92,16 @@ t.test('when the sweeper is stopped while it pauses between batches, then the pa
   t.equal(calls.length, 1, 'and nothing after');
 });
 
+t.test('when the adapter says how long a batch held the writer, then the pause follows that, not the round trip', async (t) => {
+  const { port } = backlogPort({ events: 6 });
+  // each batch answers after 1 ms but says it held the writer 40 ms: at a duty of 0.5, 40 ms pauses
+  const held: RetentionPort = { sweeps: port.sweeps, sweep: async (...args) => ({ ...(await port.sweep(...args)), heldMs: 40 }) };
+  const t0 = performance.now();
+  await new RetentionSweeper(held, clock, recordingLog(), options({ duty: 0.5 })).sweep();
+  const ms = performance.now() - t0;
+  t.ok(ms >= 2 * 39, `${ms.toFixed(0)} ms: two pauses of 40 ms`);
+});
+
 t.test('when batches are swept with a duty of 0.5, then the pass waits about as long as its batches took between them', async (t) => {
   const { port } = backlogPort({ events: 8 });
   const slow: RetentionPort = { sweeps: port.sweeps, sweep: async (...args) => (await new Promise((r) => setTimeout(r, 20)), port.sweep(...args)) };

@@ -98,8 +98,18 @@ export function where(o: WhereOptions): PgSweep {
 
 const versionsOf = (rows: readonly Record<string, unknown>[]) => [...new Set(rows.map((r) => num(r.version_id)))].sort((a, b) => a - b);
 
-/** The sweeps, in the order a pass runs them. One line per table. */
+/** The sweeps, in the order a pass runs them (the small tables first: a backlog of events never holds them back). One line per table. */
 export const pgSweeps: readonly PgSweep[] = [
+  // revoked or expired before the retention; never one a live token was minted under
+  where({
+    name: 'tokens',
+    table: 'tokens',
+    cutoff: 'retainedSince',
+    condition: `(tokens.revoked_at < p.cutoff OR tokens.expires_at < p.cutoff) AND NOT EXISTS (
+      SELECT 1 FROM tokens c WHERE c.parent_id = tokens.id AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > p.now))`,
+  }),
+  // idle past their expiry: refused already (services/authenticator.ts SESSION_IDLE_MS)
+  where({ name: 'sessions', table: 'sessions', cutoff: 'sessionsIdleSince', condition: 'sessions.last_seen_at < p.cutoff' }),
   // pushes: old and settled (DELIVERED, EXPIRED, SUPERSEDED), with the versions only they used
   walk({
     name: 'events',
@@ -120,16 +130,6 @@ export const pgSweeps: readonly PgSweep[] = [
       return { incidentVersions: rowCount ?? 0 };
     },
   }),
-  // revoked or expired before the retention; never one a live token was minted under
-  where({
-    name: 'tokens',
-    table: 'tokens',
-    cutoff: 'retainedSince',
-    condition: `(tokens.revoked_at < p.cutoff OR tokens.expires_at < p.cutoff) AND NOT EXISTS (
-      SELECT 1 FROM tokens c WHERE c.parent_id = tokens.id AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > p.now))`,
-  }),
-  // idle past their expiry: refused already (services/authenticator.ts SESSION_IDLE_MS)
-  where({ name: 'sessions', table: 'sessions', cutoff: 'sessionsIdleSince', condition: 'sessions.last_seen_at < p.cutoff' }),
 ];
 
 /** how many times a batch runs before a deadlock or serialization failure is thrown */

@@ -127,16 +127,16 @@ function orphanedVersions(sqlite: Database.Database) {
   };
 }
 
-/** The sweeps, in the order a pass runs them. One line per table. */
+/** The sweeps, in the order a pass runs them (the small tables first: a backlog of events never holds them back). One line per table. */
 export const sqliteSweeps = [
-  // pushes: old and settled (DELIVERED, EXPIRED, SUPERSEDED), with the versions only they used
-  walk({ name: 'events', table: 'events', time: 'event_time', cutoff: 'retainedSince', keep: `state = 'PENDING'`, spareLast: true, columns: ['version_id', 'incident_id'], after: orphanedVersions }),
   // revoked or expired before the retention; never one a live token was minted under (a
   // child never outlives its parent, so this only guards the rule: deleting cascades to children)
   where({ name: 'tokens', table: 'tokens', cutoff: 'retainedSince', condition: `(revoked_at < @cutoff OR expires_at < @cutoff) AND NOT EXISTS (
       SELECT 1 FROM tokens c WHERE c.parent_id = tokens.id AND c.revoked_at IS NULL AND (c.expires_at IS NULL OR c.expires_at > @now))` }),
   // idle past their expiry: refused already (services/authenticator.ts SESSION_IDLE_MS)
   where({ name: 'sessions', table: 'sessions', cutoff: 'sessionsIdleSince', condition: 'last_seen_at < @cutoff' }),
+  // pushes: old and settled (DELIVERED, EXPIRED, SUPERSEDED), with the versions only they used
+  walk({ name: 'events', table: 'events', time: 'event_time', cutoff: 'retainedSince', keep: `state = 'PENDING'`, spareLast: true, columns: ['version_id', 'incident_id'], after: orphanedVersions }),
 ] as const;
 
 /** the port: each batch one operation of the group commit, the writer path incident writes take */
@@ -147,7 +147,11 @@ export function sqliteRetention(sqlite: Database.Database, writes: Pick<GroupCom
     sweep(name, cutoffs, limit, from) {
       const sweep = byName.get(name);
       if (!sweep) return Promise.reject(new Error(`no sweep named ${name}`));
-      return writes.run(() => sweep.batch(cutoffs, limit, from));
+      return writes.run(() => {
+        const t0 = performance.now();
+        const batch = sweep.batch(cutoffs, limit, from);
+        return { ...batch, heldMs: performance.now() - t0 };
+      });
     },
   };
 }

@@ -42,7 +42,9 @@ t.test('when every event is old and settled, then all but the newest go (its id 
   const { c, storage, event } = setup(t);
   const rows = [1, 2, 3, 4].map((i) => event(OLD, 'DELIVERED', i));
   const batch = await storage.retention.sweep('events', CUTOFFS, 100, 0);
-  t.same(batch, { removed: { events: 3, incidentVersions: 3 }, next: null });
+  t.same(batch.removed, { events: 3, incidentVersions: 3 });
+  t.equal(batch.next, null);
+  t.ok(batch.heldMs! >= 0, 'with the time it held the writer');
   t.same(c.prepare('SELECT id FROM events').pluck().all(), [rows[3]!.id], 'the newest event stays');
   t.same(c.prepare('SELECT id FROM incident_versions').pluck().all(), [rows[3]!.version], 'and its version');
   const next = event('2026-11-25T00:00:00.000Z', 'PENDING', 5);
