@@ -30,7 +30,7 @@ export interface RetentionOptions {
 
 export const DEFAULT_RETENTION: Omit<RetentionOptions, 'retentionDays' | 'intervalMs' | 'sessionIdleMs'> = {
   batchSize: 250,
-  duty: 0.03,
+  duty: 0.01,
 };
 
 export interface RetentionLog {
