@@ -187,6 +187,9 @@ export interface paths {
          * @description Events on devices the caller reaches, ordered by `id`: the pushes
          *     (`incidentAssigned`, `incidentDeassigned`) and the devices' answers
          *     (`incidentResponse`, DELIVERED from the start). Events outlive a deleted incident.
+         *     An event settled (DELIVERED, EXPIRED, SUPERSEDED) more than
+         *     `RETENTION_DAYS` (server setting, default 30) ago is removed and no longer listed; a
+         *     PENDING one stays until it is settled.
          */
         get: operations["listEvents"];
         put?: never;
@@ -319,7 +322,8 @@ export interface paths {
          * The caller's tokens
          * @description The caller's own access tokens, newest first, for the token page. A token's value
          *     is shown only once, when minted; this lists when each was made, when it expires
-         *     and whether it was revoked.
+         *     and whether it was revoked. A token revoked or expired more than `RETENTION_DAYS`
+         *     (server setting, default 30) ago is removed and no longer listed.
          */
         get: operations["listSessionTokens"];
         put?: never;

@@ -6,7 +6,10 @@
 // the responder's), `alert`, `storm`. BENCH_ALERT_S (20) and BENCH_ALERT_DEVICES (2 000) size
 // the responder's part. `mechanisms` (not run by default; about 12 minutes) measures each storage
 // mechanism with and without it (scripts/bench/mechanisms.ts); BENCH_MECHANISMS_S (3) sizes its
-// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds.
+// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `sweeper` (not run by default; about 2
+// minutes) measures creates with the retention sweeper working through a backlog against the same
+// without it (scripts/bench/sweeper.ts); BENCH_SWEEPER_S (5) sizes its windows,
+// BENCH_SWEEPER_ROUNDS (5) their rounds, BENCH_SWEEPER_EVENTS (400 000) the old events.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -24,6 +27,7 @@ import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
+import { sweeperBench } from './bench/sweeper.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -35,7 +39,7 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm', 'mechanisms'] as const;
+const PARTS = ['classic', 'alert', 'storm', 'mechanisms', 'sweeper'] as const;
 /** what a run without --only runs */
 const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
@@ -248,6 +252,13 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('sweeper')) return;
+  }
+  if (only.has('sweeper')) {
+    const seconds = Number(process.env.BENCH_SWEEPER_S ?? 5);
+    const rounds = Number(process.env.BENCH_SWEEPER_ROUNDS ?? 5);
+    const oldEvents = Number(process.env.BENCH_SWEEPER_EVENTS ?? 400_000);
+    console.log(await sweeperBench({ work, startService, load, seconds, rounds, oldEvents }));
     if (!only.has('classic') && !only.has('alert') && !only.has('storm')) return;
   }
   if (!only.has('classic')) {

@@ -21,6 +21,7 @@ import { DeviceService } from './services/devices.js';
 import { IncidentService } from './services/incidents.js';
 import { PermissionService } from './services/permissions.js';
 import { ResponseService } from './services/responses.js';
+import { DEFAULT_RETENTION, RetentionSweeper, type RetentionOptions } from './services/retention.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
 import { systemClock, type Clock } from './ports/clock.js';
@@ -37,6 +38,13 @@ import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './h
 import { jsonBodyParser, requestId, schemaErrorFormatter, validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** the retention sweeper (services/retention.ts): `sweep()` runs a pass now */
+    retention: RetentionSweeper;
+  }
+}
 
 export const BODY_LIMIT = 1024 * 1024;
 /** how long an idle keep-alive connection stays open (fastify's default) */
@@ -56,6 +64,8 @@ export interface AppDeps {
   throttle?: LoginThrottlePort;
   /** the default throttle's limits and clock (tests) */
   throttleOptions?: ThrottleOptions;
+  /** the retention sweeper's options over those the config gives (tests: a short interval, small batches) */
+  retention?: Partial<RetentionOptions>;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -293,20 +303,20 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     hub,
     userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
   });
-  // sessions idle for longer than their expiry are removed hourly (they are refused anyway)
-  const sweepSessions = () => {
-    identity.deleteSessionsIdleSince(new Date(clock.now().getTime() - SESSION_IDLE_MS).toISOString()).then(
-      (removed) => {
-        if (removed > 0) app.log.info({ removed }, 'expired sessions removed');
-      },
-      (err: unknown) => app.log.error({ err }, 'expired sessions could not be removed; trying again in an hour'),
-    );
-  };
-  const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
+  // events, tokens and sessions past their time are removed in the background (services/retention.ts)
+  const retention = new RetentionSweeper(storage.retention, clock, app.log, {
+    ...DEFAULT_RETENTION,
+    retentionDays: config.retentionDays,
+    intervalMs: config.retentionIntervalS * 1000,
+    sessionIdleMs: SESSION_IDLE_MS,
+    ...deps.retention,
+  });
+  app.decorate('retention', retention);
   app.addHook('preClose', async () => {
-    clearInterval(sessionSweep);
+    await retention.stop();
     app.log.info(storage.stats(), 'write groups committed');
   });
+  retention.start();
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);
   return app;
 }

@@ -36,6 +36,10 @@ export interface Config {
   connectionsMax: number;
   /** open connections one client address may hold (behind a proxy: the proxy's) */
   connectionsPerAddressMax: number;
+  /** events (pushes) settled, and tokens revoked or expired, this many days ago are removed; 0: kept forever */
+  retentionDays: number;
+  /** how often the retention sweeper looks for rows to remove (s) */
+  retentionIntervalS: number;
 }
 
 export class ConfigError extends Error {}
@@ -106,5 +110,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutS: int(env, 'REQUEST_TIMEOUT_S', 30, 1, 3600),
     connectionsMax: int(env, 'CONNECTIONS_MAX', 10_000, 1, 1_000_000),
     connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
+    retentionDays: int(env, 'RETENTION_DAYS', 30, 0, 36500),
+    retentionIntervalS: int(env, 'RETENTION_INTERVAL_S', 300, 1, 86400),
   };
 }

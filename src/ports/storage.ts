@@ -5,6 +5,7 @@ import type { IncidentStorePort } from './incidents.js';
 import type { OutboxPort } from './outbox.js';
 import type { ResponseStorePort } from './responses.js';
 import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
+import type { RetentionPort } from './retention.js';
 
 export interface StorageHealth {
   ok: boolean;
@@ -18,6 +19,8 @@ export interface Storage {
   readonly identity: IdentityPort;
   readonly outbox: OutboxPort;
   readonly responses: ResponseStorePort;
+  /** what the retention sweeper removes, a batch at a time (services/retention.ts) */
+  readonly retention: RetentionPort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

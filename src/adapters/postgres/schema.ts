@@ -167,7 +167,7 @@ export const userIncidents = pgTable(
   (t) => [primaryKey({ columns: [t.userId, t.incidentId] }), index('user_incidents_incident').on(t.incidentId)],
 );
 
-/** The incident as it was after an operation, once per operation; never deleted (a trigger refuses it, 0001). */
+/** The incident as it was after an operation, once per operation; removed by retention once no event points at it (a trigger refuses it before, 0004). */
 export const incidentVersions = pgTable('incident_versions', {
   id: id('id').primaryKey().generatedByDefaultAsIdentity(),
   incidentId: id('incident_id').notNull(),
@@ -175,8 +175,9 @@ export const incidentVersions = pgTable('incident_versions', {
 });
 
 /**
- * Append-only, the transactional outbox: one push per row, written with the incident change;
- * push_seq is the pushId devices see. Never deleted (a trigger refuses it, 0001). No foreign keys.
+ * The transactional outbox: one push per row, written with the incident change; push_seq is the
+ * pushId devices see. Removed by retention once settled and older than RETENTION_DAYS, never while
+ * PENDING (a trigger refuses it, 0004). No foreign keys.
  * Unlike SQLite, ids here commit out of order (an id taken by a transaction that commits later
  * than a larger one): a reader must not conclude from "I have seen id N" that every smaller id is
  * committed. Per device, push_seq is gapless and in commit order (devices.push_seq).

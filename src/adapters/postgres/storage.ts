@@ -17,6 +17,7 @@ import { PgIncidents } from './incidents.js';
 import { PgOutbox } from './outbox.js';
 import { PgResponses } from './responses.js';
 import { PgLoginThrottle } from './login-throttle.js';
+import { pgRetention } from './retention.js';
 
 /** how long health() trusts its last answer */
 export const HEALTH_CACHE_MS = 1_000;
@@ -91,6 +92,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       incidents: new PgIncidents(db, presence),
       outbox: new PgOutbox(db),
       responses: new PgResponses(db),
+      retention: pgRetention(db),
       /** the last answer if younger than HEALTH_CACHE_MS; else one `SELECT 1`, shared by the callers meanwhile */
       health() {
         if (last && Date.now() - last.at < HEALTH_CACHE_MS) return last.health;

@@ -139,9 +139,10 @@ export const userIncidents = sqliteTable(
 );
 
 /**
- * The incident as it was after an operation, once per operation: events point at it. Never
- * deleted (a trigger refuses it, migration 0010), so a plain rowid key never gives an id out
- * twice, without AUTOINCREMENT's sqlite_sequence row to read and write on every insert (0008).
+ * The incident as it was after an operation, once per operation: events point at it. Removed by
+ * retention (retention.ts) once no event points at it, but never the newest (a trigger refuses
+ * it, migration 0016), so a plain rowid key never gives an id out twice, without AUTOINCREMENT's
+ * sqlite_sequence row to read and write on every insert (0008).
  */
 export const incidentVersions = sqliteTable('incident_versions', {
   id: integer('id').primaryKey(),
@@ -150,15 +151,16 @@ export const incidentVersions = sqliteTable('incident_versions', {
 });
 
 /**
- * Append-only, and the transactional outbox: each event is one push to its device, written in
- * the same transaction as the incident change; push_seq is the pushId devices see. Only the
- * delivery columns (state, attempts, sent/delivered times) change afterwards. No foreign keys:
- * events outlive deleted incidents and devices.
+ * The transactional outbox: each event is one push to its device, written in the same
+ * transaction as the incident change; push_seq is the pushId devices see. Only the delivery
+ * columns (state, attempts, sent/delivered times) change afterwards; retention (retention.ts)
+ * removes it once settled and older than RETENTION_DAYS, never while PENDING (migration 0016's
+ * trigger). No foreign keys: events outlive deleted incidents and devices.
  */
 export const events = sqliteTable(
   'events',
   {
-    /** never deleted (a trigger refuses it, migration 0010), so ids only grow without AUTOINCREMENT (0008) */
+    /** the newest row is never deleted (a trigger refuses it, migration 0016), so ids only grow without AUTOINCREMENT (0008) */
     id: integer('id').primaryKey(),
     type: text('type', { enum: ['incidentAssigned', 'incidentDeassigned', 'incidentResponse'] }).notNull(),
     deviceId: integer('device_id').notNull(),

@@ -15,6 +15,7 @@ import { PushStore } from './pushes.js';
 import { ResponseStore } from './responses.js';
 import type { DecideResponse, ResponseInput, ResponseStorePort } from '../../ports/responses.js';
 import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
+import { sqliteRetention } from './retention.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
 import { walSync, type DeferredSync } from './engine/wal-sync.js';
@@ -135,6 +136,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       incidents: new SqliteIncidents(store, writes),
       outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
       responses: new SqliteResponses(new ResponseStore(db), writes),
+      retention: sqliteRetention(db.$client, writes),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

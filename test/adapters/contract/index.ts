@@ -9,9 +9,10 @@ import { incidentStoreContract } from './incidents.js';
 import { outboxContract } from './outbox.js';
 import { responseStoreContract } from './responses.js';
 import { loginThrottleContract } from './login-throttle.js';
+import { retentionContract } from './retention.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, responseStoreContract };
+export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, responseStoreContract, retentionContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
@@ -21,4 +22,5 @@ export async function storageContract(t: Test, factory: StorageFactory): Promise
   await identityContract(t, factory);
   await responseStoreContract(t, factory);
   await loginThrottleContract(t, factory);
+  await retentionContract(t, factory);
 }

@@ -175,8 +175,8 @@ t.test('when the migrations run on a fresh database, then it has exactly the sch
       'devices.reach_device_deleted',
       'devices.reach_device_inserted',
       'devices.reach_truncated',
-      'events.events_never_deleted',
-      'incident_versions.incident_versions_never_deleted',
+      'events.events_kept',
+      'incident_versions.incident_versions_kept',
       'user_devices.reach_truncated',
       'user_devices.reach_user_device_written',
       'user_users.reach_truncated',
@@ -184,7 +184,7 @@ t.test('when the migrations run on a fresh database, then it has exactly the sch
       'users.reach_truncated',
       'users.reach_user_deleted',
     ],
-    'the triggers of 0001',
+    'the triggers of 0001, and those 0004 put in place of its never-deleted ones',
   );
   const applied = await db.$client.query<{ n: number }>(`SELECT count(*)::int AS n FROM drizzle.__drizzle_migrations`);
   t.equal(applied.rows[0]!.n, journal.entries.length, 'every migration recorded once');
@@ -297,15 +297,18 @@ t.test('when a write can change whom a user reaches by callsign, then reach_gene
   await changes('devices truncated', () => db.execute(sql`TRUNCATE devices CASCADE`));
 });
 
-t.test('when an event or an incident version is deleted, then PostgreSQL refuses, as SQLite does', { skip: pgSkip }, async (t) => {
+t.test('when a PENDING event or a version an event points at is deleted, then PostgreSQL refuses; a settled event and then its version may go (retention)', { skip: pgSkip }, async (t) => {
   const url = await freshDatabase(t);
   const db = await migrated(t, url);
   const [v] = await db.insert(pgSchema.incidentVersions).values({ incidentId: 7, incident: '{"id":7}' }).returning();
   await db.insert(pgSchema.events).values({ type: 'incidentAssigned', deviceId: 1, incidentId: 7, eventTime: '2026-11-26T00:00:00.000Z', attributes: '{}', versionId: v!.id, pushSeq: 1 });
-  await t.rejects(db.$client.query('DELETE FROM events'), /events are never deleted/, 'an event cannot be deleted');
-  await t.rejects(db.$client.query('DELETE FROM incident_versions'), /incident versions are never deleted/, 'nor can a version');
+  await t.rejects(db.$client.query('DELETE FROM events'), /PENDING event is never deleted/, 'a PENDING event cannot be deleted');
+  await t.rejects(db.$client.query('DELETE FROM incident_versions'), /version an event points at is never deleted/, 'nor a version an event points at');
   const left = await db.$client.query<{ n: number }>(`SELECT (SELECT count(*) FROM events)::int + (SELECT count(*) FROM incident_versions)::int AS n`);
   t.equal(left.rows[0]!.n, 2, 'both rows are still there');
+  await db.$client.query(`UPDATE events SET state = 'DELIVERED'`);
+  t.equal((await db.$client.query('DELETE FROM events')).rowCount, 1, 'a delivered event may be deleted');
+  t.equal((await db.$client.query('DELETE FROM incident_versions')).rowCount, 1, 'and then its version');
 });
 
 t.test('when values go in, then they come out as SQLite gives them: numbers, 8-byte floats, booleans, the strings written', { skip: pgSkip }, async (t) => {

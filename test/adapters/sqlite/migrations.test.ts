@@ -223,8 +223,8 @@ t.test('when a database from before 0008 holds events, versions and links, then 
       .run(incident, v2, e2 + 1).lastInsertRowid,
   );
   t.equal(next, e2 + 1, 'the next event id follows the last');
-  t.throws(() => c.prepare('DELETE FROM events WHERE id = ?').run(next), /never deleted/, 'an event cannot be deleted (its id would come again)');
-  t.throws(() => c.prepare('DELETE FROM incident_versions WHERE id = ?').run(v2), /never deleted/, 'nor can a version');
+  t.throws(() => c.prepare('DELETE FROM events WHERE id = ?').run(next), /never deleted/, 'the newest event cannot be deleted (its id would come again; 0016)');
+  t.throws(() => c.prepare('DELETE FROM incident_versions WHERE id = ?').run(v2), /never deleted/, 'nor a version an event points at');
   t.equal(c.prepare('SELECT count(*) FROM events').pluck().get(), 3);
   c.prepare('DELETE FROM incidents WHERE id = ?').run(incident);
   t.same(c.prepare('SELECT count(*) FROM user_incidents').pluck().get(), 0, 'deleting the incident still cascades to its owner link');
@@ -303,7 +303,7 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
     ],
     "each device's sequence is at its last event id (0 without one); the floors are unchanged",
   );
-  t.ok(q.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'events_never_deleted'`).get(), 'the rebuilt table is still never deleted from');
+  t.ok(q.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'events_kept'`).get(), 'the rebuilt table keeps its newest and PENDING rows (0016 replaced the trigger 0014 recreated)');
   const pushes = new PushStore(db);
   t.same(
     pushes.pendingAfter(a, 0, 10).map((r) => [r.pushId, r.eventId]),
