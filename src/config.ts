@@ -36,6 +36,8 @@ export interface Config {
   connectionsMax: number;
   /** open connections one client address may hold (behind a proxy: the proxy's) */
   connectionsPerAddressMax: number;
+  /** a bearer token a Prometheus scraper may read GET /api/metrics with (unset: administrators only) */
+  metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -81,6 +83,14 @@ function nodeId(env: NodeJS.ProcessEnv): string {
   return raw;
 }
 
+function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
+  const raw = env.METRICS_TOKEN;
+  if (raw === undefined || raw === '') return undefined;
+  // what a Bearer header carries (RFC 6750 token68), and long enough not to be guessed
+  if (!/^[A-Za-z0-9._~+/-]{32,256}=*$/.test(raw)) throw new ConfigError('METRICS_TOKEN must be 32-256 letters, digits or . _ ~ + / - (e.g. `openssl rand -hex 32`)');
+  return raw;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cookie = env.COOKIE_SECURE?.toLowerCase();
   return {
@@ -106,5 +116,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutS: int(env, 'REQUEST_TIMEOUT_S', 30, 1, 3600),
     connectionsMax: int(env, 'CONNECTIONS_MAX', 10_000, 1, 1_000_000),
     connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
+    metricsToken: metricsToken(env),
   };
 }

@@ -77,6 +77,12 @@ export class PushStore {
       ),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
+      // each device's pushes above its floor, on events_device; `e.id > ?` (the TTL sweep's
+      // floor) is read from the index too, so only rows past both are fetched for their state
+      countPending: p(
+        `SELECT count(*) FROM devices d JOIN events e ON e.device_id = d.id AND e.push_seq > d.settled_up_to
+         WHERE e.id > ? AND e.state = 'PENDING'`,
+      ).pluck(),
     };
     this.expiredThrough = (this.st.expiredThrough.get() as number | undefined) ?? 0;
     // the connection's configured synchronous level (0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA)
@@ -203,6 +209,15 @@ export class PushStore {
     this.relaxed(() => {
       for (const r of rows) this.st.status.run(r.status, r.at, r.deviceId);
     });
+  }
+
+  /**
+   * How many pushes are PENDING: none is at or below its device's floor, nor at or below the TTL
+   * sweep's (pushes.ts, top), so only the events past both are read. Pushes of a write whose
+   * sync is under way count already.
+   */
+  countPending(): number {
+    return this.st.countPending.get(this.expiredThrough) as number;
   }
 
   /** after a restart nobody is connected */

@@ -9,6 +9,7 @@ import type { IncidentService } from '../../services/incidents.js';
 import type { PermissionService } from '../../services/permissions.js';
 import type { SessionService } from '../../services/sessions.js';
 import type { UserService } from '../../services/users.js';
+import type { OperationsService } from '../../services/operations.js';
 
 export interface Context {
   config: Config;
@@ -18,6 +19,7 @@ export interface Context {
   devices: DeviceService;
   permissions: PermissionService;
   sessions: SessionService;
+  operations: OperationsService;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

@@ -9,6 +9,7 @@ import { IncidentHandlers } from './incidents.js';
 import { PermissionHandlers } from './permissions.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
+import { OperationsHandlers } from './operations.js';
 
 export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
@@ -17,6 +18,7 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
   const devices = new DeviceHandlers(ctx);
   const permissions = new PermissionHandlers(ctx);
   const health = new HealthHandlers(ctx);
+  const operations = new OperationsHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -48,5 +50,6 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
     createPermission: permissions.createPermission,
     deletePermission: permissions.deletePermission,
     getHealth: health.getHealth,
+    getMetrics: operations.getMetrics,
   };
 }
