@@ -80,33 +80,40 @@ export function prometheusMetrics(options: PrometheusOptions = {}): Metrics {
   const pushChildren = { pending: pushes.labels('pending'), delivered: pushes.labels('delivered'), expired: pushes.labels('expired'), superseded: pushes.labels('superseded') };
 
   const reads = new Map<GaugeName, () => GaugeReading | Promise<GaugeReading>>();
+  const gauges = new Map<GaugeName, Gauge>();
   for (const [key, def] of Object.entries(GAUGES) as [GaugeName, (typeof GAUGES)[GaugeName]][]) {
-    new Gauge({
-      name: def.name,
-      help: def.help,
-      labelNames: def.label ? [def.label] : [],
-      registers: [registry],
-      async collect() {
+    gauges.set(key, new Gauge({ name: def.name, help: def.help, labelNames: def.label ? [def.label] : [], registers: [registry] }));
+  }
+
+  /**
+   * Each gauge read by its callback, before the text is written (so that a failed read is
+   * counted in the same scrape). A gauge whose read failed is left out of the exposition until
+   * one succeeds again: an absent series, not a false 0.
+   */
+  async function readGauges(): Promise<void> {
+    await Promise.all(
+      [...gauges].map(async ([key, gauge]) => {
+        const def = GAUGES[key];
         const read = reads.get(key);
-        this.reset();
         if (!read) return;
         let reading: GaugeReading;
         try {
           const r = read();
           reading = r instanceof Promise ? await withTimeout(r, GAUGE_READ_TIMEOUT_MS) : r;
         } catch {
-          // left out of this scrape (an absent series, not a false 0); counted
           dbErrors.labels('scrape').inc();
+          registry.removeSingleMetric(def.name);
           return;
         }
+        if (!registry.getSingleMetric(def.name)) registry.registerMetric(gauge);
+        gauge.reset();
         if (typeof reading === 'number') {
-          if (def.label === null) this.set(reading);
-          return;
+          if (def.label === null) gauge.set(reading);
+        } else if (def.label !== null) {
+          for (const [value, n] of Object.entries(reading)) gauge.set({ [def.label]: value }, n);
         }
-        if (def.label === null) return;
-        for (const [value, n] of Object.entries(reading)) this.set({ [def.label]: value }, n);
-      },
-    });
+      }),
+    );
   }
 
   return {
@@ -130,6 +137,7 @@ export function prometheusMetrics(options: PrometheusOptions = {}): Metrics {
       reads.set(name, read);
     },
     async exposition() {
+      await readGauges();
       return { contentType: registry.contentType, text: await registry.metrics() };
     },
   };
