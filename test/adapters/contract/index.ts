@@ -7,14 +7,16 @@ import type { Test } from 'tap';
 import { identityContract } from './identity.js';
 import { incidentStoreContract } from './incidents.js';
 import { outboxContract } from './outbox.js';
+import { pendingCountContract } from './pending-count.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, outboxContract };
+export { identityContract, incidentStoreContract, outboxContract, pendingCountContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
 export async function storageContract(t: Test, factory: StorageFactory): Promise<void> {
   await incidentStoreContract(t, factory);
   await outboxContract(t, factory);
+  await pendingCountContract(t, factory);
   await identityContract(t, factory);
 }
