@@ -53,6 +53,13 @@ module.exports = {
       to: { path: 'node_modules/(better-sqlite3|drizzle-orm|pg)/' },
     },
     {
+      name: 'prom-client-only-in-adapters',
+      comment: 'prom-client is a driver like the database ones: behind the metrics port (src/ports/metrics.ts), in src/adapters/prometheus.',
+      severity: 'error',
+      from: { pathNot: '^src/adapters/' },
+      to: { path: 'node_modules/prom-client/' },
+    },
+    {
       name: 'push-over-ports',
       comment: 'The socket hubs work over the ports (outbox, presence, clock), never an adapter or a service.',
       severity: 'error',

@@ -561,6 +561,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Metrics for Prometheus
+         * @description The service's figures in the Prometheus text exposition format (version 0.0.4), every
+         *     name prefixed `cad_`: requests by operation and status
+         *     (`cad_http_requests_total`), latency by operation
+         *     (`cad_http_request_duration_seconds`), push transitions by state
+         *     (`cad_pushes_total`: pending, delivered, expired, superseded), pushes pending now
+         *     (`cad_pushes_pending`), sockets online (`cad_sockets_online`: device, user), alert
+         *     latency from a write committed to its frame sent to the device
+         *     (`cad_alert_latency_seconds`), webhook deliveries by state
+         *     (`cad_webhook_deliveries`), write-group sizes (`cad_write_group_size`), storage
+         *     errors (`cad_database_errors_total`), and the process's own (CPU, memory, event
+         *     loop lag). Socket and latency figures are this node's; `cad_pushes_pending` is the
+         *     shared store's.
+         *
+         *     Administrators only (403 for others), or a scraper presenting `METRICS_TOKEN` as
+         *     `Authorization: Bearer <METRICS_TOKEN>` (when the service is configured with one).
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2095,6 +2129,31 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

@@ -28,12 +28,14 @@ import { systemClock, type Clock } from './ports/clock.js';
 import type { Bus } from './ports/bus.js';
 import type { Presence } from './ports/presence.js';
 import type { Storage } from './ports/storage.js';
+import { noMetrics, type Metrics } from './ports/metrics.js';
+import { OperationsService } from './services/operations.js';
 import type { Config } from './config.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { guardedServer, limitConnections, limitUnsent, refusalLog } from './http/connections.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, MAX_PARAM_LENGTH, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
-import { authenticationHook, deviceAuthenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
+import { authenticationHook, deviceAuthenticationHook, registerBasicAuth, scraperOr, securityHandlers } from './http/security.js';
 import { loadSpec, requestBodies, securityByOperation, type BodyRule } from './http/spec.js';
 import { jsonBodyParser, requestId, schemaErrorFormatter, validatorCompiler } from './http/validation.js';
 import type { Context } from './http/handlers/context.js';
@@ -53,7 +55,9 @@ const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 export interface AppDeps {
   config: Config;
   /** the storage adapter main.ts picked, built once the app's log exists (ports/storage.ts) */
-  storage: (log: FastifyBaseLogger, presence: Presence) => Storage;
+  storage: (log: FastifyBaseLogger, presence: Presence, metrics: Metrics) => Storage;
+  /** where the figures of GET /api/metrics are kept (adapters/prometheus); by default none are */
+  metrics?: Metrics;
   /** the bus and presence of several nodes; by default those of one (adapters/memory) */
   bus: Bus;
   presence: Presence;
@@ -136,6 +140,12 @@ const TOKEN_PAGE_HEADERS = {
   'referrer-policy': 'no-referrer',
 };
 
+/** The operations page: its own script and the metrics it reads, nothing else; never in a frame. */
+const OPS_PAGE_HEADERS = {
+  ...TOKEN_PAGE_HEADERS,
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+};
+
 /** Public operations that look at an Authorization header (the others ignore it: no 401/429). */
 const PUBLIC_READING_CREDENTIALS = new Set(['getSession']);
 
@@ -176,8 +186,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     refusalLog((refused, address) => app.log.warn({ refused, lastAddress: address }, 'connections refused: over the connection cap')),
   );
   app.setValidatorCompiler(validatorCompiler());
-  const storage = deps.storage(app.log, presence);
-  installErrorHandling(app, (err) => storage.isUnavailable(err));
+  const metrics = deps.metrics ?? noMetrics;
+  const storage = deps.storage(app.log, presence, metrics);
+  // a request answered for a storage error, or refused after a failed sync, is a database error
+  installErrorHandling(
+    app,
+    (err) => storage.isUnavailable(err),
+    (err) => {
+      if (storage.isUnavailable(err) || (err !== null && err === storage.writeRefusal())) metrics.databaseError('request');
+    },
+  );
 
   const identity = storage.identity;
   // After a failed fsync no request may write anything (users, tokens, sessions too): SQLite's
@@ -214,7 +232,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       reached: (user, deviceIds) => access.reachedAmong(user, deviceIds),
       enabled: (deviceIds) => identity.enabledAmong(deviceIds),
     },
+    metrics,
   );
+  // read when a scraper asks: this node's sockets, the store's pending pushes
+  metrics.gauge('socketsOnline', () => hub.socketCounts());
+  metrics.gauge('pushesPending', () => storage.outbox.countPending());
   bus.subscribe('written', (events) => hub.written(events));
   bus.subscribe('deviceGone', (deviceId) => hub.deviceGone(deviceId));
   // several nodes (adapters/postgres/bus.ts): pushes written through another node, a device
@@ -230,12 +252,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: Context = {
     config,
     auth,
-    incidents: new IncidentService(storage.incidents, bus, access, clock),
+    incidents: new IncidentService(storage.incidents, bus, access, clock, metrics),
     users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),
     responses,
     sessions: new SessionService(identity, access, auth, clock),
+    operations: new OperationsService(metrics, config.metricsToken),
     presence,
     storage,
     log: app.log,
@@ -253,6 +276,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await registerBasicAuth(app, auth, throttle);
   app.decorateRequest('principal', null);
   app.decorateRequest('credentialsRejected', false);
+  app.decorateRequest('scraper', false);
 
   await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
   // The API reference, served from the package's own assets (no CDN).
@@ -266,6 +290,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.get('/', page('index.html', 'text/html; charset=utf-8'));
   app.get('/app.js', page('app.js', 'text/javascript; charset=utf-8'));
   app.get('/app.css', page('app.css', 'text/css; charset=utf-8'));
+  // The operations page (DESIGN section 13): the figures of GET /api/metrics, for administrators.
+  const opsPage = (file: string, type: string) => {
+    const body = readFileSync(join(publicPath, file));
+    return async (_req: unknown, reply: FastifyReply) => reply.type(type).header('cache-control', 'no-cache').headers(OPS_PAGE_HEADERS).send(body);
+  };
+  app.get('/ops', opsPage('ops.html', 'text/html; charset=utf-8'));
+  app.get('/ops.js', opsPage('ops.js', 'text/javascript; charset=utf-8'));
   app.get('/api/openapi.json', { logLevel: 'warn' }, async () => app.swagger());
   const specText = readFileSync(specPath, 'utf8');
   app.get('/api/openapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(specText));
@@ -287,10 +318,23 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       const body = bodies.get(operationId);
       const schemes = security.get(operationId) ?? [];
       const readsCredentials = schemes.length > 0 || PUBLIC_READING_CREDENTIALS.has(operationId);
-      const authenticate = schemes.includes('deviceBearer') ? deviceHook : authenticationHook(schemeHandlers, schemes);
+      // METRICS_TOKEN is no user's credential: tried first, then the user schemes (http/security.ts)
+      const userSchemes = schemes.filter((s) => s !== 'metricsToken');
+      const users = authenticationHook(schemeHandlers, userSchemes);
+      const authenticate = schemes.includes('deviceBearer')
+        ? deviceHook
+        : userSchemes.length < schemes.length
+          ? scraperOr(users, (t) => ctx.operations.isScraperToken(t))
+          : users;
       const onRequest = [body ? limitBody : ignoreBody, ...(readsCredentials ? [authenticate] : [])];
+      // requests by operation and status, and their latency (a callback: no promise per request)
+      const record = metrics.requests(operationId);
       return {
         onRequest,
+        onResponse: (_req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+          record(reply.statusCode, reply.elapsedTime / 1000);
+          done();
+        },
         ...(body ? { preValidation: checkBody(body) } : {}),
         handler,
       };

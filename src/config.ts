@@ -40,6 +40,8 @@ export interface Config {
   retentionDays: number;
   /** how often the retention sweeper looks for rows to remove (s) */
   retentionIntervalS: number;
+  /** a bearer token a Prometheus scraper may read GET /api/metrics with (unset: administrators only) */
+  metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -85,6 +87,14 @@ function nodeId(env: NodeJS.ProcessEnv): string {
   return raw;
 }
 
+function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
+  const raw = env.METRICS_TOKEN;
+  if (raw === undefined || raw === '') return undefined;
+  // what a Bearer header carries (RFC 6750 token68), and long enough not to be guessed
+  if (!/^[A-Za-z0-9._~+/-]{32,256}=*$/.test(raw)) throw new ConfigError('METRICS_TOKEN must be 32-256 letters, digits or . _ ~ + / - (e.g. `openssl rand -hex 32`)');
+  return raw;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cookie = env.COOKIE_SECURE?.toLowerCase();
   return {
@@ -112,5 +122,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
     retentionDays: int(env, 'RETENTION_DAYS', 30, 0, 36500),
     retentionIntervalS: int(env, 'RETENTION_INTERVAL_S', 300, 1, 86400),
+    metricsToken: metricsToken(env),
   };
 }

@@ -13,6 +13,8 @@ import { MemoryPresence } from './adapters/memory/presence.js';
 import { postgresStorage } from './adapters/postgres/storage.js';
 import { PgBus } from './adapters/postgres/bus.js';
 import { PgPresence } from './adapters/postgres/presence.js';
+import { prometheusMetrics } from './adapters/prometheus/metrics.js';
+import type { Metrics } from './ports/metrics.js';
 
 interface Started {
   app: FastifyInstance;
@@ -31,7 +33,7 @@ function earlyLog(app: () => FastifyInstance | undefined) {
   };
 }
 
-async function onSqlite(config: Config): Promise<Started> {
+async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
   const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
   // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
@@ -66,7 +68,7 @@ async function onSqlite(config: Config): Promise<Started> {
   });
   // one node: the bus and presence live in this process
   const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
-  app = await buildApp({ config, storage, bus, presence: new MemoryPresence() });
+  app = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics });
   return {
     app,
     failed: () => storageFailed,
@@ -78,7 +80,7 @@ async function onSqlite(config: Config): Promise<Started> {
   };
 }
 
-async function onPostgres(config: Config, url: string): Promise<Started> {
+async function onPostgres(config: Config, url: string, metrics: Metrics): Promise<Started> {
   let app: FastifyInstance | undefined;
   const log = earlyLog(() => app);
   let bus: PgBus | undefined;
@@ -96,6 +98,7 @@ async function onPostgres(config: Config, url: string): Promise<Started> {
   const pgBus = bus;
   app = await buildApp({
     config,
+    metrics,
     storage: (l, p) => {
       const built = storage(l, p);
       // a credential withdrawn on another node: this node's caches and sockets check again
@@ -127,7 +130,9 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const started = config.databaseUrl ? await onPostgres(config, config.databaseUrl) : await onSqlite(config);
+  // GET /api/metrics (adapters/prometheus), with the process's own figures
+  const metrics = prometheusMetrics({ processMetrics: true });
+  const started = config.databaseUrl ? await onPostgres(config, config.databaseUrl, metrics) : await onSqlite(config, metrics);
   const { app } = started;
   let stopping = false;
   const stop = async (signal: string) => {

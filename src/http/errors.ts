@@ -101,9 +101,13 @@ export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply
   return reply.code(problem.status).type('application/problem+json').send(problem.body());
 }
 
-/** `isUnavailable`: an error of the storage itself (ports/storage.ts), answered 503 */
-export function installErrorHandling(app: FastifyInstance, isUnavailable: (err: unknown) => boolean): void {
+/**
+ * `isUnavailable`: an error of the storage itself (ports/storage.ts), answered 503;
+ * `seen`: told of every error that reaches the handler (the metrics count the storage's)
+ */
+export function installErrorHandling(app: FastifyInstance, isUnavailable: (err: unknown) => boolean, seen: (err: unknown) => void = () => {}): void {
   app.setErrorHandler((err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    seen(err);
     const problem = toProblem(err, isUnavailable);
     if (problem) {
       if (problem.status >= 500) req.log.error({ err }, 'request failed');

@@ -19,6 +19,8 @@ declare module 'fastify' {
     principal: Principal | null;
     /** an Authorization header was sent on a public operation and did not authenticate */
     credentialsRejected: boolean;
+    /** authenticated as the METRICS_TOKEN scraper (GET /metrics only): no user */
+    scraper: boolean;
     /** set when authentication must answer something other than 401 (429 throttled, 503 busy) */
     authProblem?: Problem;
   }
@@ -163,6 +165,24 @@ export function authenticationHook(handlers: Record<string, SchemeHandler>, sche
       }
     }
     if (required) throw problems.unauthorized();
+  };
+}
+
+/**
+ * An operation a scraper may call with METRICS_TOKEN (security scheme `metricsToken`): a Bearer
+ * credential that is the token marks the request `scraper`; any other credential goes through
+ * the user schemes' hook (a Bearer that is neither token nor a user's token is 401 there).
+ */
+export function scraperOr(users: AuthHook, isScraperToken: (presented: string) => boolean): AuthHook {
+  return async function authenticate(req, reply) {
+    req.scraper = false;
+    const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    if (m && isScraperToken(m[1]!)) {
+      req.principal = null;
+      req.scraper = true;
+      return;
+    }
+    return users(req, reply);
   };
 }
 

@@ -35,4 +35,6 @@ export interface OutboxPort {
   setStatuses(rows: readonly { deviceId: number; status: 'online' | 'offline'; at: string | null }[]): Promise<void>;
   /** at start: no device is online (a crash left some rows saying so) */
   resetPresence(): Promise<void>;
+  /** how many pushes are PENDING now, every device's (the metrics' gauge, read at scrape time) */
+  countPending(): Promise<number>;
 }

@@ -30,6 +30,7 @@ import type { EventView } from '../ports/incidents.js';
 import type { UserRecord } from '../ports/identity.js';
 import type { OutboxPort, PushRow } from '../ports/outbox.js';
 import type { Presence } from '../ports/presence.js';
+import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { PushHub } from './hub.js';
 import { responseFrame, type ResponseInput, type ResponseResult } from '../domain/response.js';
 
@@ -83,6 +84,12 @@ const PRESENCE_WRITE_MS = 60_000;
 
 /** how long presence writes are gathered into one transaction */
 const PRESENCE_BATCH_MS = 20;
+
+/**
+ * Pushes whose commit time is kept for the alert latency (written for a device online here,
+ * not yet sent); past it the oldest is forgotten (its socket closed, or it never went out).
+ */
+export const LATENCY_TRACKED_MAX = 10_000;
 
 /** device sockets pinged per turn of the event loop */
 const PING_SLICE = 200;
@@ -189,6 +196,8 @@ export class DeviceHub implements PushHub {
   /** user sockets get each batch of events in commit order: one fan-out after the other */
   private userFanOut: Promise<void> = Promise.resolve();
   private closed = false;
+  /** event id → when its write was reported committed (performance.now()), for the alert latency */
+  private readonly committedAt = new Map<number, number>();
 
   constructor(
     private readonly store: OutboxPort,
@@ -198,6 +207,7 @@ export class DeviceHub implements PushHub {
     private readonly log: FastifyBaseLogger,
     private readonly opts: HubOptions,
     private readonly access: SocketAccess,
+    private readonly metrics: Metrics = noMetrics,
   ) {
     // no device is online at start (rows a crash left say otherwise): app.ts resets them first
     this.timers.push(setInterval(() => this.ping(), opts.pingIntervalMs).unref());
@@ -251,6 +261,7 @@ export class DeviceHub implements PushHub {
     try {
       return await write();
     } catch (err) {
+      this.metrics.databaseError('delivery');
       this.logFailure('write', { err, write: what }, 'a delivery write failed; pushes stay pending and are sent again');
       return undefined;
     }
@@ -423,6 +434,7 @@ export class DeviceHub implements PushHub {
       const upTo = m.pushId as number;
       void this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now())).then((n) => {
         if (n !== undefined && upTo > conn.acked) conn.acked = Math.min(upTo, conn.cursor);
+        if (n !== undefined && n > 0) this.metrics.pushes('delivered', n);
         if (n !== undefined && n > 0) this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
       });
       return;
@@ -541,6 +553,7 @@ export class DeviceHub implements PushHub {
         conn.ws.send(this.frame(row));
         conn.cursor = row.pushId;
         sent.push(row.eventId);
+        if (this.committedAt.size > 0) this.sentAfterCommit(row.eventId);
       }
       if (sent.length > 0) void this.stored('sent', () => this.store.markSent(sent, this.now()));
       if (sent.length < rows.length) {
@@ -549,6 +562,14 @@ export class DeviceHub implements PushHub {
       }
       if (rows.length < this.opts.batch) return;
     }
+  }
+
+  /** the alert latency of a push written while its device was online here: commit → frame sent */
+  private sentAfterCommit(eventId: number): void {
+    const at = this.committedAt.get(eventId);
+    if (at === undefined) return;
+    this.committedAt.delete(eventId);
+    this.metrics.alertLatency((performance.now() - at) / 1000);
   }
 
   private scheduleFlush(conn: DeviceConn, delayMs = 0): void {
@@ -562,6 +583,13 @@ export class DeviceHub implements PushHub {
   /** After COMMIT: stream the new pushes to connected devices, tell user sockets. */
   written(events: readonly EventView[]): void {
     if (events.length === 0) return;
+    const now = performance.now();
+    for (const e of events) {
+      if (e.state !== 'PENDING' || !this.conns.has(e.deviceId)) continue;
+      // bounded: the oldest commit time goes first (Map keeps insertion order)
+      if (this.committedAt.size >= LATENCY_TRACKED_MAX) this.committedAt.delete(this.committedAt.keys().next().value!);
+      this.committedAt.set(e.id, now);
+    }
     for (const deviceId of new Set(events.map((e) => e.deviceId))) {
       const conn = this.conns.get(deviceId);
       if (conn) this.scheduleFlush(conn);
@@ -624,6 +652,13 @@ export class DeviceHub implements PushHub {
     this.presenceOf.set(deviceId, false);
     this.log.info({ deviceId }, 'device connected to another node; closing its socket here');
     conn.ws.close(CLOSE.replaced, 'replaced by a newer connection on another node');
+  }
+
+  /** the sockets this node holds, by kind (the metrics' sockets online) */
+  socketCounts(): { device: number; user: number } {
+    let user = 0;
+    for (const group of this.users.values()) user += group.conns.length;
+    return { device: this.conns.size, user };
   }
 
   deviceGone(deviceId: number): void {
@@ -756,12 +791,14 @@ export class DeviceHub implements PushHub {
         if (!this.closed) {
           const r = await this.store.expireStep(cutoff);
           expired += r.expired;
+          this.metrics.pushes('expired', r.expired);
           if (r.more) {
             setImmediate(() => void step());
             return;
           }
         }
       } catch (err) {
+        this.metrics.databaseError('delivery');
         this.log.error({ err }, 'the push TTL sweep failed; it runs again at its next interval');
       }
       done();

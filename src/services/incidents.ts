@@ -18,6 +18,7 @@ import { Refused } from '../domain/refusal.js';
 import { utc } from '../domain/time.js';
 import type { Bus } from '../ports/bus.js';
 import type { Clock } from '../ports/clock.js';
+import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { UserRecord } from '../ports/identity.js';
 import type { Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter } from '../ports/incidents.js';
 import { refuse } from '../domain/refusal.js';
@@ -92,6 +93,7 @@ export class IncidentService {
     private readonly bus: Bus,
     private readonly access: Access,
     private readonly clock: Clock,
+    private readonly metrics: Metrics = noMetrics,
   ) {}
 
   private async run(change: Change, caller: Caller): Promise<IncidentResult> {
@@ -100,7 +102,23 @@ export class IncidentService {
     if (!outcome.ok) throw refusalOf(outcome.refusal);
     // durable: the device hub may send it now
     this.bus.publish('written', outcome.events);
+    this.count(outcome.events);
     return outcome;
+  }
+
+  /**
+   * Push transitions a write made: each push written PENDING; a stand-down written SUPERSEDED
+   * replaced an assignment of its device never sent, which became SUPERSEDED with it (two).
+   */
+  private count(events: readonly EventView[]): void {
+    let pending = 0;
+    let superseded = 0;
+    for (const e of events) {
+      if (e.state === 'PENDING') pending += 1;
+      else if (e.state === 'SUPERSEDED') superseded += 2;
+    }
+    this.metrics.pushes('pending', pending);
+    this.metrics.pushes('superseded', superseded);
   }
 
   private now(): string {

@@ -205,6 +205,12 @@ export class PgOutbox implements OutboxPort {
     );
   }
 
+  /** the pending pushes: an index-only count of the partial index events_pending (migration 0002) */
+  async countPending(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM events WHERE state = 'PENDING'`);
+    return Number(rows[0]!.n);
+  }
+
   /** at start: no device is online (a crash left some rows saying so) */
   async resetPresence(): Promise<void> {
     await retrying(() => this.pool.query(`UPDATE devices SET status = 'offline' WHERE status = 'online'`));

@@ -112,7 +112,7 @@ export function sqliteIdentity(repo: IdentityStore & Sync<Omit<IdentityPort, 'ge
   return port;
 }
 
-const OUTBOX_METHODS = ['pendingAfter', 'markSent', 'ack', 'oldestUnacked', 'expireStep', 'setStatuses', 'resetPresence'] as const satisfies readonly (keyof OutboxPort)[];
+const OUTBOX_METHODS = ['pendingAfter', 'markSent', 'ack', 'oldestUnacked', 'expireStep', 'setStatuses', 'resetPresence', 'countPending'] as const satisfies readonly (keyof OutboxPort)[];
 type MissingOutbox = Exclude<keyof OutboxPort, (typeof OUTBOX_METHODS)[number]>;
 const allOutbox: [MissingOutbox] extends [never] ? true : MissingOutbox = true;
 void allOutbox;

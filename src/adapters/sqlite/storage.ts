@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Caller, Locator } from '../../domain/incident.js';
 import type { Decide, IncidentStorePort, ListFilter, EventFilter } from '../../ports/incidents.js';
 import type { Presence } from '../../ports/presence.js';
+import { noMetrics, type Metrics } from '../../ports/metrics.js';
 import type { Storage } from '../../ports/storage.js';
 import type { Db, Synchronous } from './db.js';
 import { isStorageError } from './errors.js';
@@ -88,8 +89,8 @@ class SqliteResponses implements ResponseStorePort {
   }
 }
 
-export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence) => SqliteStorage {
-  return (log, presence) => {
+export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence, metrics?: Metrics) => SqliteStorage {
+  return (log, presence, metrics = noMetrics) => {
     const { db } = options;
     const identityStore = new IdentityStore(db);
     const gate = new Gate();
@@ -102,7 +103,10 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       mark: () => lastEvent.get() as number,
       // an incident write's events are its result's; their ids only grow
       markOf: (r) => (r as { ok: boolean; events?: { id: number }[] }).events?.at(-1)?.id ?? 0,
+      // the write-group sizes an operator sees (GET /api/metrics)
+      onGroup: (size) => metrics.writeGroup(size),
       onFailure: (err) => {
+        metrics.databaseError('sync');
         // from now on nothing copies the WAL into the database file (Checkpointer.halt says why)
         checkpoints?.halt();
         try {

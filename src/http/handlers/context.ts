@@ -10,6 +10,7 @@ import type { PermissionService } from '../../services/permissions.js';
 import type { ResponseService } from '../../services/responses.js';
 import type { SessionService } from '../../services/sessions.js';
 import type { UserService } from '../../services/users.js';
+import type { OperationsService } from '../../services/operations.js';
 
 export interface Context {
   config: Config;
@@ -20,6 +21,7 @@ export interface Context {
   permissions: PermissionService;
   responses: ResponseService;
   sessions: SessionService;
+  operations: OperationsService;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

@@ -10,6 +10,7 @@ import { PermissionHandlers } from './permissions.js';
 import { ResponseHandlers } from './responses.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
+import { OperationsHandlers } from './operations.js';
 
 export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
@@ -19,6 +20,7 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): Operat
   const permissions = new PermissionHandlers(ctx);
   const health = new HealthHandlers(ctx);
   const responses = new ResponseHandlers(ctx);
+  const operations = new OperationsHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -52,5 +54,6 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): Operat
     createPermission: permissions.createPermission,
     deletePermission: permissions.deletePermission,
     getHealth: health.getHealth,
+    getMetrics: operations.getMetrics,
   };
 }

@@ -10,15 +10,17 @@ import { outboxContract } from './outbox.js';
 import { responseStoreContract } from './responses.js';
 import { loginThrottleContract } from './login-throttle.js';
 import { retentionContract } from './retention.js';
+import { pendingCountContract } from './pending-count.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, responseStoreContract, retentionContract };
+export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, pendingCountContract, responseStoreContract, retentionContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
 export async function storageContract(t: Test, factory: StorageFactory): Promise<void> {
   await incidentStoreContract(t, factory);
   await outboxContract(t, factory);
+  await pendingCountContract(t, factory);
   await identityContract(t, factory);
   await responseStoreContract(t, factory);
   await loginThrottleContract(t, factory);

@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import type Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
-import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
+import { COUNT_SLICE, PushStore } from '../../../src/adapters/sqlite/pushes.js';
 
 /**
  * An event as the incident unit of work writes it (incidents.ts): the device's next pushId,
@@ -320,4 +320,30 @@ t.test('when the COMMIT of a sweep step fails, then the floor in memory stays wh
   t.same(w.states(), ['PENDING', 'PENDING'], 'nothing expired');
   w.sqlite.exec('DROP TRIGGER t_fail');
   t.same(w.pushes.expireStep(w.cutoff(2)), { expired: 2, more: false }, 'the next step expires both');
+});
+
+t.test('when more events than one slice are counted, then the pending count is exact and the event loop turns between slices', async (t) => {
+  const w = world(t);
+  const a = w.device('A');
+  const b = w.device('B');
+  const total = COUNT_SLICE * 2 + 7;
+  w.sqlite.transaction(() => {
+    for (let i = 0; i < total; i++) w.event(i % 2 ? a : b, i % 3 === 0 ? 'PENDING' : 'DELIVERED');
+  })();
+  const expected = w.sqlite.prepare(`SELECT count(*) FROM events WHERE state = 'PENDING'`).pluck().get() as number;
+  // a callback of each turn of the event loop, queued first: it runs once per turn the count yields
+  let immediates = 0;
+  const spin = () => {
+    immediates++;
+    if (immediates < 10) setImmediate(spin);
+  };
+  setImmediate(spin);
+  const counted = await w.pushes.countPending();
+  t.equal(counted, expected, `${expected} pending of ${total}`);
+  t.ok(immediates >= 2, 'other callbacks ran while it counted (three slices)');
+  const expired = w.pushes.expireStep('2026-06-01T00:00:00.000Z', total + 10);
+  t.equal(expired.expired, expected);
+  t.equal(await w.pushes.countPending(), 0, 'nothing after the sweep floor');
+  w.event(a);
+  t.equal(await w.pushes.countPending(), 1, 'a push written after the sweep');
 });
