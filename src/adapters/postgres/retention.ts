@@ -130,6 +130,8 @@ export const pgSweeps: readonly PgSweep[] = [
       return { incidentVersions: rowCount ?? 0 };
     },
   }),
+  // the devices' answers (sqlite/retention.ts)
+  walk({ name: 'responses', table: 'responses', time: 'received_at', cutoff: 'retainedSince' }),
 ];
 
 /** how many times a batch runs before a deadlock or serialization failure is thrown */

@@ -137,6 +137,10 @@ export const sqliteSweeps = [
   where({ name: 'sessions', table: 'sessions', cutoff: 'sessionsIdleSince', condition: 'last_seen_at < @cutoff' }),
   // pushes: old and settled (DELIVERED, EXPIRED, SUPERSEDED), with the versions only they used
   walk({ name: 'events', table: 'events', time: 'event_time', cutoff: 'retainedSince', keep: `state = 'PENDING'`, spareLast: true, columns: ['version_id', 'incident_id'], after: orphanedVersions }),
+  // the devices' answers, each kept once per (device, responseId) so a repeat gets the first
+  // result: a repeat after RETENTION_DAYS is decided again (the assignment's status is kept with
+  // the incident, in assignment_responses, and never moves backwards)
+  walk({ name: 'responses', table: 'responses', time: 'received_at', cutoff: 'retainedSince' }),
 ] as const;
 
 /** the port: each batch one operation of the group commit, the writer path incident writes take */

@@ -1,6 +1,7 @@
 // The retention port's contract (ports/retention.ts): what a sweep removes, and what it must
 // leave, on every adapter, through the ports only.
 import type { Test } from 'tap';
+import { decideResponse, type ResponseInput } from '../../../src/domain/response.js';
 import type { RetentionCutoffs } from '../../../src/ports/retention.js';
 import { at, ok, world, type StorageFactory, type World } from './world.js';
 
@@ -124,6 +125,30 @@ export async function retentionContract(t: Test, factory: StorageFactory): Promi
       t.equal(await w.identity.sessionByHashValue(idleOld.hash), undefined, 'the idle session went');
       t.ok(await w.identity.sessionByHashValue(idleYoung.hash), 'a session seen since stays');
       t.same((await w.identity.listUserTokens(user.id)).map((r) => r.hash).sort(), ['child', 'expired-young', 'live', 'live-expiring', 'parent', 'revoked-young']);
+    });
+
+    t.test('when a device answered before the retention, then its answer record goes and the same responseId is decided again; a younger answer stays a repeat', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      const a = await w.device('E1', cad);
+      const { incident } = ok(t, await w.create(cad, 'ANSWERED', ['E1'], {}, at(1)));
+      const answer = (responseId: string, status: ResponseInput['status'], now: number) => {
+        const input: ResponseInput = { responseId, incidentId: incident.id, status };
+        return w.storage.responses.respond(a.id, input, (ctx) => decideResponse(input, ctx), at(now));
+      };
+      const oldId = '00000000-0000-4000-8000-000000000001';
+      const youngId = '00000000-0000-4000-8000-000000000002';
+      t.equal((await answer(oldId, 'ACKNOWLEDGED', 5)).repeat, false);
+      t.equal((await answer(youngId, 'RESPONDING', 25)).repeat, false);
+      t.equal((await answer(oldId, 'ACKNOWLEDGED', 26)).repeat, true, 'before the sweep, the old responseId is a repeat');
+
+      const { removed } = await sweepAll(w, cutoffs(20));
+      t.equal(removed.responses, 1, 'the old answer record goes, the young one stays');
+      t.equal((await answer(youngId, 'RESPONDING', 30)).repeat, true, 'the young responseId is still a repeat');
+      const again = await answer(oldId, 'ACKNOWLEDGED', 31);
+      t.equal(again.repeat, false, 'the old responseId is decided again');
+      const [line] = await w.storage.responses.responders(incident.id);
+      t.equal(line?.response.status, 'RESPONDING', 'and the assignment never moves backwards');
     });
 
     t.test('when a batch looks at 2 rows, then a backlog of 10 old pushes is swept in several batches of at most 2, and the young ones stay', async (t) => {
