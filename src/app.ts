@@ -36,6 +36,8 @@ import type { Context } from './http/handlers/context.js';
 import { buildHandlers } from './http/handlers/index.js';
 
 export const BODY_LIMIT = 1024 * 1024;
+/** how often Idempotency-Keys past their retention are swept */
+export const IDEMPOTENCY_SWEEP_MS = 60_000;
 /** how long an idle keep-alive connection stays open (fastify's default) */
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
@@ -211,7 +213,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: Context = {
     config,
     auth,
-    incidents: new IncidentService(storage.incidents, bus, access, clock),
+    incidents: new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000),
     users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),
@@ -290,8 +292,27 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   };
   const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
+  // Idempotency-Keys past IDEMPOTENCY_TTL_H are removed every minute, in batches (a key past
+  // its retention is taken as new before then anyway); one sweep at a time
+  let sweepingKeys = false;
+  const sweepKeys = () => {
+    if (sweepingKeys) return;
+    sweepingKeys = true;
+    ctx.incidents.sweepIdempotencyKeys().then(
+      (removed) => {
+        sweepingKeys = false;
+        if (removed > 0) app.log.info({ removed }, 'expired idempotency keys removed');
+      },
+      (err: unknown) => {
+        sweepingKeys = false;
+        app.log.error({ err }, 'expired idempotency keys could not be removed; trying again in a minute');
+      },
+    );
+  };
+  const keySweep = setInterval(sweepKeys, IDEMPOTENCY_SWEEP_MS).unref();
   app.addHook('preClose', async () => {
     clearInterval(sessionSweep);
+    clearInterval(keySweep);
     app.log.info(storage.stats(), 'write groups committed');
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);

@@ -36,6 +36,8 @@ export interface Config {
   connectionsMax: number;
   /** open connections one client address may hold (behind a proxy: the proxy's) */
   connectionsPerAddressMax: number;
+  /** how long an Idempotency-Key and its answer are kept (hours), then swept */
+  idempotencyTtlH: number;
 }
 
 export class ConfigError extends Error {}
@@ -106,5 +108,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutS: int(env, 'REQUEST_TIMEOUT_S', 30, 1, 3600),
     connectionsMax: int(env, 'CONNECTIONS_MAX', 10_000, 1, 1_000_000),
     connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
+    idempotencyTtlH: int(env, 'IDEMPOTENCY_TTL_H', 24, 1, 24 * 365),
   };
 }
