@@ -37,8 +37,8 @@ export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal; re
 
 /**
  * An Idempotency-Key claimed by a write (DESIGN section 12), kept per user (the caller). In the
- * same unit of work as the write: a key stored by this user and created at or after
- * `expiredBefore` with the same fingerprint answers with its stored answer and writes nothing;
+ * same unit of work as the write: a key stored by this user and created
+ * after `keptAfter` with the same fingerprint answers with its stored answer and writes nothing;
  * with another fingerprint the write is refused IDEMPOTENCY_KEY_REUSED. Otherwise (none, or one
  * past its retention: it is replaced) the write runs and its answer, a success or a refusal, is
  * stored with the key and `now` before the unit of work commits: no write without its key, no
@@ -48,8 +48,8 @@ export interface IdempotencyClaim {
   key: string;
   /** the request's fingerprint (services/idempotency.ts) */
   fingerprint: string;
-  /** a key created before this instant is past its retention: taken as new */
-  expiredBefore: string;
+  /** now less the retention: a key created at or before this instant is past it, and taken as new */
+  keptAfter: string;
 }
 
 /** the answer a key keeps, as stored (JSON): a write's success, or its refusal */
@@ -118,7 +118,7 @@ export interface IncidentStorePort {
   read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'>;
   /**
    * Removes up to `limit` Idempotency-Keys created before `createdBefore` (past their
-   * retention; they are taken as new anyway), oldest first; resolves with how many it removed.
+   * retention: they are taken as new anyway), oldest first; resolves with how many it removed.
    */
   sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number>;
   list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }>;

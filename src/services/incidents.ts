@@ -161,7 +161,7 @@ export class IncidentService {
         idempotency: {
           key,
           fingerprint: fingerprint(request.shape),
-          expiredBefore: new Date(Date.parse(change.options.now) - this.idempotencyTtlMs).toISOString(),
+          keptAfter: new Date(Date.parse(change.options.now) - this.idempotencyTtlMs).toISOString(),
         },
       };
       return this.written(await this.store.write(caller, change.locator, change.decide, options));

@@ -106,11 +106,11 @@ const STORED_BY_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} F
 const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} FROM incidents WHERE origin_id = $1 FOR UPDATE OF incidents`;
 const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
 // The Idempotency-Key, claimed first in the unit of work: inserted, or taken over when past its
-// retention ($5). A unit of work with the same key that has not ended holds the row: this one
+// retention (created at or before $5). A unit of work with the same key that has not ended holds the row: this one
 // waits for it, then finds the key taken (no row returned) and reads its answer.
 const KEY_CLAIM = `INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
   ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
-    WHERE idempotency_keys.created_at < $5
+    WHERE idempotency_keys.created_at <= $5
   RETURNING 1`;
 const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
 const KEY_STORE = `UPDATE idempotency_keys SET answer = $3 WHERE user_id = $1 AND key = $2`;
@@ -376,7 +376,7 @@ export class PgIncidents implements IncidentStorePort {
    * the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
    */
   private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | null> {
-    const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.expiredBefore]);
+    const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
     if (claimed.length > 0) return null;
     const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
     if (!stored) throw new Error('an Idempotency-Key found taken and then not found');

@@ -281,7 +281,7 @@ export class IncidentStore {
     // the key, read and written in the same transaction as the write it answers
     return this.atomically((): Outcome => {
       const stored = this.st.keyAnswer.get(caller.id, claim.key) as { fingerprint: string; createdAt: string; answer: string } | undefined;
-      if (stored && stored.createdAt >= claim.expiredBefore) {
+      if (stored && stored.createdAt > claim.keptAfter) {
         return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
       }
       const outcome = this.change(caller, locator, decide, options);
