@@ -77,7 +77,8 @@ type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; r
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
   assignments: string;
-  version: number;
+  /** int8, which `pg` gives as a string */
+  version: string | number;
   /** the caller is linked to it, or manages a user who is */
   reachable: boolean;
 }
@@ -385,10 +386,10 @@ export class PgIncidents implements IncidentStorePort {
 
   async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
     if (!inRange(id)) return 'NOT_FOUND';
-    const [row] = await rows<IncidentRow & { version: number }>(this.pool, BY_ID, [id]);
+    const [row] = await rows<IncidentRow & { version: string | number }>(this.pool, BY_ID, [id]);
     if (!row) return 'NOT_FOUND';
     if (!(await this.reaches(this.pool, caller, id))) return 'FORBIDDEN';
-    return { incident: toIncident(row), version: row.version };
+    return { incident: toIncident(row), version: Number(row.version) };
   }
 
   async sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number> {
@@ -426,7 +427,7 @@ export class PgIncidents implements IncidentStorePort {
     if (row) {
       const incident = toIncident(row);
       const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], read);
-      current = { incident, version: row.version, assignments, reachable: caller.administrator || row.reachable };
+      current = { incident, version: Number(row.version), assignments, reachable: caller.administrator || row.reachable };
     }
     const decision = decide(current, context);
     if (!decision.ok) return decision;

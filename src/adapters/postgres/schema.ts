@@ -142,7 +142,7 @@ export const incidents = pgTable(
     /** the devices assigned, per callsign (JSON, as in sqlite/schema.ts) */
     assignments: text('assignments').notNull().default('[]'),
     /** raised by every write (1 when created): with the id, the incident's ETag (DESIGN section 12) */
-    version: integer('version').notNull().default(1),
+    version: bigint('version', { mode: 'number' }).notNull().default(1),
   },
   (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt)],
 );
