@@ -6,7 +6,9 @@
 // the responder's), `alert`, `storm`. BENCH_ALERT_S (20) and BENCH_ALERT_DEVICES (2 000) size
 // the responder's part. `mechanisms` (not run by default; about 12 minutes) measures each storage
 // mechanism with and without it (scripts/bench/mechanisms.ts); BENCH_MECHANISMS_S (3) sizes its
-// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds.
+// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `idempotency` (not run by default) measures
+// creates and updates with an Idempotency-Key against without (scripts/bench/idempotency.ts);
+// BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -24,6 +26,7 @@ import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
+import { formatIdempotency, idempotencyBench } from './bench/idempotency.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -35,7 +38,7 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm', 'mechanisms'] as const;
+const PARTS = ['classic', 'alert', 'storm', 'mechanisms', 'idempotency'] as const;
 /** what a run without --only runs */
 const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
@@ -248,9 +251,9 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('idempotency')) return;
   }
-  if (!only.has('classic')) {
+  if (!only.has('classic') && (only.has('alert') || only.has('storm'))) {
     const r = formatResponder((await runResponder())!);
     console.log(r.text);
     console.log(`\n## Checks\n`);
@@ -259,7 +262,7 @@ async function main(): Promise<void> {
     for (const c of r.checks) console.log(c);
     console.log(`\n## What limits the targets not met\n`);
     console.log(r.limits.length > 0 ? r.limits.join('\n') : 'none: every target is met');
-    return;
+    if (!only.has('idempotency')) return;
   }
   console.log(`seeding 10 000 devices…`);
   const dbPath = join(work, 'bench.sqlite');
@@ -293,6 +296,16 @@ async function main(): Promise<void> {
     return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
   };
   let g = 0;
+
+  if (only.has('idempotency')) {
+    const seconds = Number(process.env.BENCH_IDEMPOTENCY_S ?? 5);
+    const rounds = Number(process.env.BENCH_IDEMPOTENCY_ROUNDS ?? 4);
+    console.log(`driving creates and updates with and without an Idempotency-Key: ${CONNECTIONS} connections, ${rounds} rounds of ${seconds} s windows, ${cpus().length} cores…`);
+    await load('warm-up', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
+    const opts = { base: svc.base, headers, createBody, updateBody, connections: CONNECTIONS, seconds, rounds };
+    console.log(formatIdempotency(await idempotencyBench(opts), opts));
+    if (!only.has('classic')) return;
+  }
 
   const rows: Row[] = [];
   console.log(`driving: ${CONNECTIONS} connections, ${DURATION} s per operation, ${cpus().length} cores…`);
