@@ -377,11 +377,15 @@ export class PgIncidents implements IncidentStorePort {
    * the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
    */
   private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | null> {
-    const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
-    if (claimed.length > 0) return null;
-    const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
-    if (!stored) throw new Error('an Idempotency-Key found taken and then not found');
-    return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
+    // a key found taken can be swept (past its retention by another node's clock) before it is
+    // read: then it is claimed again
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
+      if (claimed.length > 0) return null;
+      const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
+      if (stored) return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
+    }
+    throw new Error('an Idempotency-Key found taken, then gone, twice');
   }
 
   async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
