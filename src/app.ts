@@ -37,7 +37,7 @@ import { buildHandlers } from './http/handlers/index.js';
 
 export const BODY_LIMIT = 1024 * 1024;
 /** how often Idempotency-Keys past their retention are swept */
-export const IDEMPOTENCY_SWEEP_MS = 60_000;
+export const IDEMPOTENCY_SWEEP_MS = 10_000;
 /** how long an idle keep-alive connection stays open (fastify's default) */
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
@@ -292,7 +292,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   };
   const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
-  // Idempotency-Keys past IDEMPOTENCY_TTL_H are removed every minute, in batches (a key past
+  // Idempotency-Keys past IDEMPOTENCY_TTL_H are removed every 10 s, in batches (a key past
   // its retention is taken as new before then anyway); one sweep at a time
   let sweepingKeys = false;
   const sweepKeys = () => {
@@ -305,7 +305,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
       },
       (err: unknown) => {
         sweepingKeys = false;
-        app.log.error({ err }, 'expired idempotency keys could not be removed; trying again in a minute');
+        app.log.error({ err }, 'expired idempotency keys could not be removed; trying again in 10 s');
       },
     );
   };
