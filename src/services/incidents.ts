@@ -146,7 +146,8 @@ export class IncidentService {
 
   /**
    * The unit of work, with the request's Idempotency-Key if it has one: a repeat while the
-   * first is in flight on this node is 409 (taken before anything is awaited); otherwise the
+   * first is in flight on this node is 409, another request with the key 422 (the key taken
+   * before anything is awaited); otherwise the
    * store decides, in the write's own transaction, whether the key answers instead (ports/
    * incidents.ts). A replayed answer publishes nothing: its pushes were sent the first time.
    */
@@ -155,7 +156,10 @@ export class IncidentService {
     const key = request.idempotencyKey;
     if (key === undefined) return this.written(await this.store.write(caller, change.locator, change.decide, change.options));
     if (!request.shape) throw new Error('a write with an Idempotency-Key needs the request it fingerprints');
-    if (!this.inFlight.take(caller.id, key)) {
+    const print = fingerprint(request.shape);
+    const held = this.inFlight.take(caller.id, key, print);
+    if (held === 'other') throw refusalOf({ code: 'IDEMPOTENCY_KEY_REUSED' });
+    if (held === 'same') {
       throw new Refused(
         'IDEMPOTENCY_KEY_IN_USE',
         'A request with this Idempotency-Key is still being processed. Retry after Retry-After seconds: the retry gets its answer.',
@@ -166,7 +170,7 @@ export class IncidentService {
         ...change.options,
         idempotency: {
           key,
-          fingerprint: fingerprint(request.shape),
+          fingerprint: print,
           keptAfter: new Date(Date.parse(change.options.now) - this.idempotencyTtlMs).toISOString(),
         },
       };

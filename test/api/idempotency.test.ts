@@ -237,7 +237,8 @@ t.test('when a request comes again while the first with its key is in flight, th
   t.equal(second.body.type, 'urn:cad-incident:problem:idempotency-key-in-use');
   t.equal(second.headers['retry-after'], '1');
   const otherBody = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'in-flight', payload: incidentBody({ priority: 9 }) });
-  t.equal(otherBody.status, 409, 'in flight comes before comparing bodies');
+  t.equal(otherBody.status, 422, 'another request with the key in flight: 422, as once it is stored');
+  t.equal(otherBody.body.type, 'urn:cad-incident:problem:idempotency-key-reused');
   t.equal(writes.waiting(), 1, 'neither reached the store');
   writes.release();
   const answered = await first;
