@@ -33,7 +33,8 @@ export interface paths {
          *     stored either way). The caller is linked to the new incident.
          *     Readonly users get 403. An `originId` already in use is 409
          *     (`origin-id-taken`, with `incidentId` when the caller may see that incident,
-         *     so a CAD retrying a timed-out create can recover it).
+         *     so a CAD retrying a timed-out create can recover it). With an `Idempotency-Key`,
+         *     a retry gets the first answer instead (see "Retrying safely").
          */
         post: operations["createIncident"];
         delete?: never;
@@ -63,6 +64,10 @@ export interface paths {
          *     `incidentStatus: CLOSED`); `OPEN` on a closed incident reopens it.
          *     A closed incident (or one this body closes) with non-empty `resources` is 409
          *     `incident-closed`: send `status: OPEN` to reopen, or omit `resources` to close.
+         *
+         *     `If-Match` with the incident's `ETag` refuses the update (412, with the incident as
+         *     it is now) if the incident was written since; `Idempotency-Key` makes a retry
+         *     answer as the first request did (see "Retrying safely").
          */
         put: operations["updateIncidentByOriginId"];
         post?: never;
@@ -89,7 +94,7 @@ export interface paths {
          * @description Same body, rules and responses as `PUT /incidents/update`, except that the
          *     incident is located by the path `id`. The body's `originId` replaces the
          *     stored one; if another incident already uses it the answer is 409
-         *     `origin-id-taken`.
+         *     `origin-id-taken`. `If-Match` and `Idempotency-Key` as there.
          */
         put: operations["updateIncident"];
         post?: never;
@@ -98,7 +103,9 @@ export interface paths {
          * @description Removes the incident. Every device still assigned gets `incidentDeassigned`
          *     with `incidentStatus: CLOSED` and `incidentDeleted: true`. The `originId` may
          *     be used again afterwards; the incident's events stay readable on
-         *     `GET /events`. Readonly users get 403.
+         *     `GET /events`. Readonly users get 403. `If-Match` with the incident's `ETag`
+         *     refuses the deletion (412) if the incident was written since; with an
+         *     `Idempotency-Key` a retry answers 204 again instead of 404.
          */
         delete: operations["deleteIncident"];
         options?: never;
@@ -977,7 +984,8 @@ export interface components {
              * @description A URI naming the kind of problem: `urn:cad-incident:problem:<kind>`, where kind is
              *     one of invalid-request, unauthorized, forbidden, readonly-user, not-found,
              *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
-             *     last-administrator, payload-too-large, unsupported-media-type,
+             *     last-administrator, idempotency-key-in-use, precondition-failed,
+             *     idempotency-key-reused, payload-too-large, unsupported-media-type,
              *     too-many-requests, internal-error.
              */
             type: string;
@@ -993,6 +1001,8 @@ export interface components {
             }[];
             /** @description On `origin-id-taken`, the incident already using that `originId`, when the caller may see it. */
             incidentId?: components["schemas"]["Id"];
+            /** @description On `precondition-failed`, the incident as it is now (its `ETag` is the answer's). */
+            incident?: components["schemas"]["Incident"];
         };
     };
     responses: {
@@ -1018,6 +1028,7 @@ export interface components {
         /** @description Authenticated, but not allowed to do this. */
         Forbidden: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -1027,6 +1038,7 @@ export interface components {
         /** @description No such object. */
         NotFound: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -1037,9 +1049,41 @@ export interface components {
          * @description The request conflicts with stored state. `type` tells which:
          *     `urn:cad-incident:problem:origin-id-taken` (with `incidentId` when the caller may
          *     see that incident), `…:incident-closed`, `…:email-taken`, `…:unique-id-taken`,
-         *     `…:last-administrator`.
+         *     `…:last-administrator`, `…:idempotency-key-in-use` (a request with this
+         *     `Idempotency-Key` is still being processed: retry after `Retry-After` seconds).
          */
         Conflict: {
+            headers: {
+                /** @description On `idempotency-key-in-use`. */
+                "Retry-After"?: number;
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `precondition-failed`: `If-Match` names no state the incident is in; it was written
+         *     since. Nothing was written or pushed. `incident` is the incident as it is now and
+         *     `ETag` its tag: decide whether the change still applies, and send it again with that
+         *     tag.
+         */
+        PreconditionFailed: {
+            headers: {
+                ETag: components["headers"]["ETag"];
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `idempotency-key-reused`: this `Idempotency-Key` was used with another request (method,
+         *     path, `If-Match` or body) within its retention. Nothing was written; send a new key.
+         */
+        UnprocessableContent: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1108,9 +1152,34 @@ export interface components {
     parameters: {
         /** @description The database identifier, in decimal digits. */
         PathId: components["schemas"]["Id"];
+        /**
+         * @description A key of this request, unique per new request (a UUID), so that a retry answers as the
+         *     first did: an RFC 8941 sf-string (`"…"`) of 1-255 printable ASCII characters (a bare
+         *     value without quotes is taken as the same key); one header line. Kept per user for
+         *     `IDEMPOTENCY_TTL_H` hours (default 24). Malformed: 400. See "Retrying safely".
+         */
+        IdempotencyKey: string;
+        /**
+         * @description `*`, or entity-tags as an incident answer's `ETag` gives them (`"12-3"`), comma-separated:
+         *     the change is made only if the incident is still in one of those states (strong
+         *     comparison: a weak tag `W/"…"` never matches). Otherwise 412 with the incident as it is
+         *     now; nothing is written. Not a list of entity-tags: 400.
+         */
+        IfMatch: string;
     };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /**
+         * @description The incident's state as this answer shows it (`"<id>-<version>"`, changed by every write
+         *     of the incident; opaque to clients): send it in `If-Match` to change the incident only if
+         *     nobody has since.
+         */
+        ETag: string;
+        /** @description Where the created incident is read (`/api/incidents/{id}`). */
+        Location: string;
+        /** @description `true` when this is the stored answer to an earlier request with the same `Idempotency-Key`: nothing was done now. */
+        IdempotentReplayed: "true";
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1159,7 +1228,15 @@ export interface operations {
     createIncident: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of this request, unique per new request (a UUID), so that a retry answers as the
+                 *     first did: an RFC 8941 sf-string (`"…"`) of 1-255 printable ASCII characters (a bare
+                 *     value without quotes is taken as the same key); one header line. Kept per user for
+                 *     `IDEMPOTENCY_TTL_H` hours (default 24). Malformed: 400. See "Retrying safely".
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1172,6 +1249,9 @@ export interface operations {
             /** @description Stored; every callsign matched and every device was online. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1181,6 +1261,9 @@ export interface operations {
             /** @description Stored; at least one callsign was NOT_FOUND or has an OFFLINE device (its pushes are queued). */
             202: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    Location: components["headers"]["Location"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1193,6 +1276,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1201,7 +1285,22 @@ export interface operations {
     updateIncidentByOriginId: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of this request, unique per new request (a UUID), so that a retry answers as the
+                 *     first did: an RFC 8941 sf-string (`"…"`) of 1-255 printable ASCII characters (a bare
+                 *     value without quotes is taken as the same key); one header line. Kept per user for
+                 *     `IDEMPOTENCY_TTL_H` hours (default 24). Malformed: 400. See "Retrying safely".
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `*`, or entity-tags as an incident answer's `ETag` gives them (`"12-3"`), comma-separated:
+                 *     the change is made only if the incident is still in one of those states (strong
+                 *     comparison: a weak tag `W/"…"` never matches). Otherwise 412 with the incident as it is
+                 *     now; nothing is written. Not a list of entity-tags: 400.
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -1214,6 +1313,8 @@ export interface operations {
             /** @description Updated; every changed callsign reached all its devices. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1223,6 +1324,8 @@ export interface operations {
             /** @description Updated; a changed callsign was NOT_FOUND or has an OFFLINE device. */
             202: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1234,8 +1337,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1253,9 +1358,10 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The incident. */
+            /** @description The incident; `ETag` names this state of it (for `If-Match`). */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1274,7 +1380,22 @@ export interface operations {
     updateIncident: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of this request, unique per new request (a UUID), so that a retry answers as the
+                 *     first did: an RFC 8941 sf-string (`"…"`) of 1-255 printable ASCII characters (a bare
+                 *     value without quotes is taken as the same key); one header line. Kept per user for
+                 *     `IDEMPOTENCY_TTL_H` hours (default 24). Malformed: 400. See "Retrying safely".
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `*`, or entity-tags as an incident answer's `ETag` gives them (`"12-3"`), comma-separated:
+                 *     the change is made only if the incident is still in one of those states (strong
+                 *     comparison: a weak tag `W/"…"` never matches). Otherwise 412 with the incident as it is
+                 *     now; nothing is written. Not a list of entity-tags: 400.
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
@@ -1290,6 +1411,8 @@ export interface operations {
             /** @description Updated; every changed callsign reached all its devices. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1299,6 +1422,8 @@ export interface operations {
             /** @description Updated; a changed callsign was NOT_FOUND or has an OFFLINE device. */
             202: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1310,8 +1435,10 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1320,7 +1447,22 @@ export interface operations {
     deleteIncident: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of this request, unique per new request (a UUID), so that a retry answers as the
+                 *     first did: an RFC 8941 sf-string (`"…"`) of 1-255 printable ASCII characters (a bare
+                 *     value without quotes is taken as the same key); one header line. Kept per user for
+                 *     `IDEMPOTENCY_TTL_H` hours (default 24). Malformed: 400. See "Retrying safely".
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description `*`, or entity-tags as an incident answer's `ETag` gives them (`"12-3"`), comma-separated:
+                 *     the change is made only if the incident is still in one of those states (strong
+                 *     comparison: a weak tag `W/"…"` never matches). Otherwise 412 with the incident as it is
+                 *     now; nothing is written. Not a list of entity-tags: 400.
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The database identifier, in decimal digits. */
                 id: components["parameters"]["PathId"];
@@ -1332,6 +1474,7 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -1340,6 +1483,9 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
+            422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

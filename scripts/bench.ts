@@ -10,6 +10,9 @@
 // minutes) measures creates with the retention sweeper working through a backlog against the same
 // without it (scripts/bench/sweeper.ts); BENCH_SWEEPER_S (5) sizes its windows,
 // BENCH_SWEEPER_ROUNDS (5) their rounds, BENCH_SWEEPER_EVENTS (400 000) the old events.
+// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `idempotency` (not run by default) measures
+// creates and updates with an Idempotency-Key against without (scripts/bench/idempotency.ts);
+// BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -28,6 +31,7 @@ import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile
 import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
 import { sweeperBench } from './bench/sweeper.js';
+import { formatIdempotency, idempotencyBench } from './bench/idempotency.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -39,7 +43,7 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm', 'mechanisms', 'sweeper'] as const;
+const PARTS = ['classic', 'alert', 'storm', 'mechanisms', 'sweeper', 'idempotency'] as const;
 /** what a run without --only runs */
 const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
@@ -252,16 +256,16 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('sweeper')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('sweeper') && !only.has('idempotency')) return;
   }
   if (only.has('sweeper')) {
     const seconds = Number(process.env.BENCH_SWEEPER_S ?? 5);
     const rounds = Number(process.env.BENCH_SWEEPER_ROUNDS ?? 5);
     const oldEvents = Number(process.env.BENCH_SWEEPER_EVENTS ?? 400_000);
     console.log(await sweeperBench({ work, startService, load, seconds, rounds, oldEvents }));
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('idempotency')) return;
   }
-  if (!only.has('classic')) {
+  if (!only.has('classic') && (only.has('alert') || only.has('storm'))) {
     const r = formatResponder((await runResponder())!);
     console.log(r.text);
     console.log(`\n## Checks\n`);
@@ -270,7 +274,7 @@ async function main(): Promise<void> {
     for (const c of r.checks) console.log(c);
     console.log(`\n## What limits the targets not met\n`);
     console.log(r.limits.length > 0 ? r.limits.join('\n') : 'none: every target is met');
-    return;
+    if (!only.has('idempotency')) return;
   }
   console.log(`seeding 10 000 devices…`);
   const dbPath = join(work, 'bench.sqlite');
@@ -304,6 +308,16 @@ async function main(): Promise<void> {
     return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
   };
   let g = 0;
+
+  if (only.has('idempotency')) {
+    const seconds = Number(process.env.BENCH_IDEMPOTENCY_S ?? 5);
+    const rounds = Number(process.env.BENCH_IDEMPOTENCY_ROUNDS ?? 4);
+    console.log(`driving creates and updates with and without an Idempotency-Key: ${CONNECTIONS} connections, ${rounds} rounds of ${seconds} s windows, ${cpus().length} cores…`);
+    await load('warm-up', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
+    const opts = { base: svc.base, headers, createBody, updateBody, connections: CONNECTIONS, seconds, rounds };
+    console.log(formatIdempotency(await idempotencyBench(opts), opts));
+    if (!only.has('classic')) return;
+  }
 
   const rows: Row[] = [];
   console.log(`driving: ${CONNECTIONS} connections, ${DURATION} s per operation, ${cpus().length} cores…`);

@@ -62,6 +62,7 @@ const TABLES: PgTable[] = [
   pgSchema.pushExpiry,
   pgSchema.tokens,
   pgSchema.sessions,
+  pgSchema.idempotencyKeys,
 ];
 /** copied, but rows the migrations may write themselves: not counted when the target is checked empty */
 const NOT_DATA = new Set(['push_expiry']);

@@ -49,6 +49,8 @@ declare module 'fastify' {
 }
 
 export const BODY_LIMIT = 1024 * 1024;
+/** how often Idempotency-Keys past their retention are swept */
+export const IDEMPOTENCY_SWEEP_MS = 10_000;
 /** how long an idle keep-alive connection stays open (fastify's default) */
 const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 
@@ -252,7 +254,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: Context = {
     config,
     auth,
-    incidents: new IncidentService(storage.incidents, bus, access, clock, metrics),
+    incidents: new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics),
     users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),
@@ -356,7 +358,26 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     ...deps.retention,
   });
   app.decorate('retention', retention);
+  // Idempotency-Keys past IDEMPOTENCY_TTL_H are removed every 10 s, in batches (a key past
+  // its retention is taken as new before then anyway); one sweep at a time
+  let sweepingKeys = false;
+  const sweepKeys = () => {
+    if (sweepingKeys) return;
+    sweepingKeys = true;
+    ctx.incidents.sweepIdempotencyKeys().then(
+      (removed) => {
+        sweepingKeys = false;
+        if (removed > 0) app.log.info({ removed }, 'expired idempotency keys removed');
+      },
+      (err: unknown) => {
+        sweepingKeys = false;
+        app.log.error({ err }, 'expired idempotency keys could not be removed; trying again in 10 s');
+      },
+    );
+  };
+  const keySweep = setInterval(sweepKeys, IDEMPOTENCY_SWEEP_MS).unref();
   app.addHook('preClose', async () => {
+    clearInterval(keySweep);
     await retention.stop();
     app.log.info(storage.stats(), 'write groups committed');
   });

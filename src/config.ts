@@ -42,6 +42,8 @@ export interface Config {
   retentionIntervalS: number;
   /** a bearer token a Prometheus scraper may read GET /api/metrics with (unset: administrators only) */
   metricsToken: string | undefined;
+  /** how long an Idempotency-Key and its answer are kept (hours), then swept */
+  idempotencyTtlH: number;
 }
 
 export class ConfigError extends Error {}
@@ -123,5 +125,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     retentionDays: int(env, 'RETENTION_DAYS', 30, 0, 36500),
     retentionIntervalS: int(env, 'RETENTION_INTERVAL_S', 300, 1, 86400),
     metricsToken: metricsToken(env),
+    idempotencyTtlH: int(env, 'IDEMPOTENCY_TTL_H', 24, 1, 24 * 365),
   };
 }

@@ -106,12 +106,39 @@ export interface Plan<T> {
 
 export type Refusal = { code: 'INVALID_CALLSIGN'; error: CallsignError } | { code: 'INCIDENT_CLOSED'; beingClosed: boolean };
 
-/** every refusal of an incident operation, in the error order 400 → 404 → 403 → 409 */
+/** every refusal of an incident operation, in the error order 400 → 404 → 403 → 412 → 409 */
 export type IncidentRefusal =
   | Refusal
   | { code: 'NOT_FOUND' }
   | { code: 'FORBIDDEN'; reason: 'readonly' | 'no-permission' }
-  | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null };
+  | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null }
+  /** If-Match named no tag of the incident as stored: it is returned as it is (DESIGN section 12) */
+  | { code: 'PRECONDITION_FAILED'; current: Incident; version: number }
+  /** the Idempotency-Key was used before with another request (the store found it; DESIGN section 12) */
+  | { code: 'IDEMPOTENCY_KEY_REUSED' };
+
+/**
+ * Which stored state of an incident an answer showed (its ETag): the incident's id and its
+ * version, a number the store raises on every write (1 when created). Ids are never given out
+ * twice, so a tag never names a later incident that took over a deleted one's originId.
+ */
+export interface IncidentTag {
+  id: number;
+  version: number;
+}
+
+/**
+ * An If-Match precondition (RFC 9110 section 13.1.1): `*` holds for any incident that exists;
+ * a list holds when one of its tags is the incident's current one (strong comparison: a weak
+ * or foreign tag is left out of the list by the HTTP layer and so never matches).
+ */
+export type IfMatch = '*' | readonly IncidentTag[];
+
+/** whether an If-Match holds for the incident as stored */
+export function preconditionHolds(ifMatch: IfMatch, current: { incident: Incident; version: number }): boolean {
+  if (ifMatch === '*') return true;
+  return ifMatch.some((t) => t.id === current.incident.id && t.version === current.version);
+}
 
 /** who asks, as far as the incident rules care */
 export interface Caller {
@@ -126,6 +153,8 @@ export type Locator = { id: number } | { originId: string };
 /** what a unit of work read, as a decision sees it (ports/incidents.ts) */
 export interface CurrentIncident {
   incident: Incident;
+  /** raised by every write (IncidentTag) */
+  version: number;
   assignments: readonly Assignment[];
   /** the caller has permission on it */
   reachable: boolean;
@@ -344,22 +373,37 @@ function mayChange(caller: Caller, current: CurrentIncident): IncidentRefusal | 
   return null;
 }
 
-/** PUT /incidents/update and PUT /incidents/{id}: a full replacement */
-export function decideUpdate(caller: Caller, body: UpdateBody, now: string): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
+/**
+ * A precondition that fails: 412 with the incident as stored. Checked after 404 and 403 (RFC
+ * 9110 section 13.2.1: a precondition is ignored where the request would fail without it, and
+ * a caller without permission learns nothing of the incident), before the body is acted on.
+ */
+function unmet(ifMatch: IfMatch | null, current: CurrentIncident): IncidentRefusal | null {
+  if (ifMatch === null || preconditionHolds(ifMatch, current)) return null;
+  return { code: 'PRECONDITION_FAILED', current: current.incident, version: current.version };
+}
+
+/** PUT /incidents/update and PUT /incidents/{id}: a full replacement, if the incident is still as `ifMatch` says */
+export function decideUpdate(
+  caller: Caller,
+  body: UpdateBody,
+  now: string,
+  ifMatch: IfMatch | null = null,
+): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
   return (current, ctx) => {
     if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-    const refusal = mayChange(caller, current);
+    const refusal = mayChange(caller, current) ?? unmet(ifMatch, current);
     if (refusal) return { ok: false, refusal };
     const outcome = planUpdate(current.incident, current.assignments, body, now, ctx);
     return outcome.ok ? { ok: true, write: 'update', plan: outcome.plan } : outcome;
   };
 }
 
-/** DELETE /incidents/{id} */
-export function decideDelete(caller: Caller): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
+/** DELETE /incidents/{id}, if the incident is still as `ifMatch` says */
+export function decideDelete(caller: Caller, ifMatch: IfMatch | null = null): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
   return (current, ctx) => {
     if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-    const refusal = mayChange(caller, current);
+    const refusal = mayChange(caller, current) ?? unmet(ifMatch, current);
     if (refusal) return { ok: false, refusal };
     return { ok: true, write: 'delete', plan: planDelete(current.incident, current.assignments, ctx) };
   };

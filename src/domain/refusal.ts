@@ -13,6 +13,9 @@ export const REFUSAL_CODES = [
   'EMAIL_TAKEN', // 409
   'UNIQUE_ID_TAKEN', // 409
   'LAST_ADMINISTRATOR', // 409: the last working administrator cannot stop being one
+  'IDEMPOTENCY_KEY_IN_USE', // 409: a request with this Idempotency-Key is still being processed
+  'PRECONDITION_FAILED', // 412: If-Match names no tag of the incident as stored
+  'IDEMPOTENCY_KEY_REUSED', // 422: this Idempotency-Key was used with another request
 ] as const;
 
 export type RefusalCode = (typeof REFUSAL_CODES)[number];
@@ -27,7 +30,10 @@ export class Refused extends Error {
   constructor(
     readonly code: RefusalCode,
     readonly detail: string,
-    readonly extra: { errors?: RefusedField[]; incidentId?: number } = {},
+    /** members of the problem body; `incident`: the incident as stored (412) */
+    readonly extra: { errors?: RefusedField[]; incidentId?: number; incident?: object } = {},
+    /** response headers that go with it (a 412's ETag, a replayed answer's Idempotent-Replayed) */
+    readonly headers: Readonly<Record<string, string>> = {},
   ) {
     super(detail);
     this.name = 'Refused';

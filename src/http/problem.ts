@@ -14,6 +14,7 @@ export interface ProblemBody {
   detail?: string;
   errors?: FieldError[];
   incidentId?: number;
+  incident?: object;
 }
 
 /** one segment of a JSON pointer (RFC 6901), as `errors[].path` names fields */
@@ -30,7 +31,7 @@ export class Problem extends Error {
     readonly kind: string,
     readonly title: string,
     readonly detail?: string,
-    readonly extra: { errors?: FieldError[]; incidentId?: number } = {},
+    readonly extra: { errors?: FieldError[]; incidentId?: number; incident?: object } = {},
     headers: Record<string, string> = {},
   ) {
     super(detail ?? title);
@@ -62,11 +63,14 @@ export const REFUSALS: Record<RefusalCode, { status: number; kind: string; title
   EMAIL_TAKEN: { status: 409, kind: 'email-taken', title: 'Conflict' },
   UNIQUE_ID_TAKEN: { status: 409, kind: 'unique-id-taken', title: 'Conflict' },
   LAST_ADMINISTRATOR: { status: 409, kind: 'last-administrator', title: 'Conflict' },
+  IDEMPOTENCY_KEY_IN_USE: { status: 409, kind: 'idempotency-key-in-use', title: 'Conflict', headers: { 'retry-after': '1' } },
+  PRECONDITION_FAILED: { status: 412, kind: 'precondition-failed', title: 'Precondition Failed' },
+  IDEMPOTENCY_KEY_REUSED: { status: 422, kind: 'idempotency-key-reused', title: 'Unprocessable Content' },
 };
 
 export function problemOf(r: Refused): Problem {
   const row = REFUSALS[r.code];
-  return new Problem(row.status, row.kind, row.title, r.detail, r.extra, row.headers);
+  return new Problem(row.status, row.kind, row.title, r.detail, r.extra, { ...row.headers, ...r.headers });
 }
 
 /** the HTTP layer's own refusals: of the request as sent, before any service runs */

@@ -30,8 +30,52 @@ export type Current = CurrentIncident;
 
 export type Decide = (current: Current | null, match: MatchContext) => Decision;
 
-export type IncidentResult = { ok: true; incident: Incident; report: StatusReport; events: EventView[] };
-export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal };
+/**
+ * What a write answered. `version` is the incident's after it (IncidentTag; a deletion's is the
+ * last it had). `replayed`: the answer stored with the request's Idempotency-Key the first time,
+ * given again; nothing was written now, and `events` is empty (nothing is to be pushed).
+ */
+export type IncidentResult = { ok: true; incident: Incident; version: number; report: StatusReport; events: EventView[]; replayed?: true };
+export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal; replayed?: true };
+
+/**
+ * An Idempotency-Key claimed by a write (DESIGN section 12), kept per user (the caller). In the
+ * same unit of work as the write: a key stored by this user and created
+ * after `keptAfter` with the same fingerprint answers with its stored answer and writes nothing;
+ * with another fingerprint the write is refused IDEMPOTENCY_KEY_REUSED. Otherwise (none, or one
+ * past its retention: it is replaced) the write runs and its answer, a success or a refusal, is
+ * stored with the key and `now` before the unit of work commits: no write without its key, no
+ * key without its write. An error (nothing written) stores nothing.
+ */
+export interface IdempotencyClaim {
+  key: string;
+  /** the request's fingerprint (services/idempotency.ts) */
+  fingerprint: string;
+  /** now less the retention: a key created at or before this instant is past it, and taken as new */
+  keptAfter: string;
+}
+
+/** the answer a key keeps, as stored (JSON): a write's success, or its refusal */
+export type StoredAnswer =
+  | { ok: true; incident: Incident; version: number; report: StatusReport }
+  | { ok: false; refusal: IncidentRefusal };
+
+/** what a key keeps of a write's outcome (the events are not kept: a replay pushes nothing) */
+export function answerOf(outcome: Outcome): StoredAnswer {
+  return outcome.ok ? { ok: true, incident: outcome.incident, version: outcome.version, report: outcome.report } : { ok: false, refusal: outcome.refusal };
+}
+
+/** a stored answer, given again */
+export function replayOf(stored: string): Outcome {
+  const answer = JSON.parse(stored) as StoredAnswer;
+  return answer.ok ? { ...answer, events: [], replayed: true } : { ...answer, replayed: true };
+}
+
+/** the incident, and its version (IncidentTag) */
+export interface Versioned {
+  incident: Incident;
+  version: number;
+}
 
 export interface ListFilter {
   status?: 'OPEN' | 'CLOSED' | undefined;
@@ -56,6 +100,13 @@ export interface EventFilter {
   offset: number;
 }
 
+export interface WriteOptions {
+  callsigns: readonly string[];
+  now: string;
+  /** the request's Idempotency-Key, if it has one */
+  idempotency?: IdempotencyClaim | undefined;
+}
+
 export interface IncidentStorePort {
   /**
    * One unit of work: read what `locator` names, match `callsigns` for the caller, decide, write.
@@ -63,9 +114,16 @@ export interface IncidentStorePort {
    * written is durable; a refusal writes nothing. If the decision moves the incident to an
    * originId another incident holds, the adapter refuses with ORIGIN_ID_TAKEN.
    */
-  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Promise<Outcome>;
+  write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome>;
   /** the incident, if the caller has permission on it */
   get(caller: Caller, id: number): Promise<Incident | 'NOT_FOUND' | 'FORBIDDEN'>;
+  /** the same, with its version (the ETag of GET /incidents/{id}) */
+  read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'>;
+  /**
+   * Removes up to `limit` Idempotency-Keys created before `createdBefore` (past their
+   * retention: they are taken as new anyway), oldest first; resolves with how many it removed.
+   */
+  sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number>;
   list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }>;
   /** events (pushes) on disk, oldest first */
   events(filter: EventFilter): Promise<EventView[]>;

@@ -9,6 +9,7 @@ import {
   decideUpdate,
   type Caller,
   type CreateBody,
+  type IfMatch,
   type Incident,
   type IncidentRefusal,
   type Locator,
@@ -20,16 +21,49 @@ import type { Bus } from '../ports/bus.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { UserRecord } from '../ports/identity.js';
-import type { Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter } from '../ports/incidents.js';
+import type { Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter, Versioned, WriteOptions } from '../ports/incidents.js';
 import { refuse } from '../domain/refusal.js';
 import type { Access } from './access.js';
+import { fingerprint, KeysInFlight, type RequestShape } from './idempotency.js';
+
+/** how many expired Idempotency-Keys one sweep step removes (one write, in a group commit on SQLite) */
+export const KEY_SWEEP_BATCH = 500;
+/**
+ * The most steps one sweep takes (the rest waits for the next sweep; a key past its retention is
+ * taken as new anyway): 100 000 keys per sweep, every IDEMPOTENCY_SWEEP_MS (10 s) in app.ts, so
+ * the sweep keeps up with 10 000 keyed writes a second, above what one node writes: the table
+ * holds about IDEMPOTENCY_TTL_H of keys, no more. Each step is one write of its own (a group
+ * commit's operation on SQLite): writes go on between steps.
+ */
+export const KEY_SWEEP_STEPS = 200;
+
+/** what a write request adds to its body: its Idempotency-Key (parsed) and its If-Match (parsed, and as sent) */
+export interface WriteRequest {
+  idempotencyKey?: string | undefined;
+  ifMatch?: IfMatch | null | undefined;
+  /** the request, for the key's fingerprint (needed with a key) */
+  shape?: RequestShape | undefined;
+}
+
+/** headers a refusal that was replayed carries */
+const REPLAYED = { 'idempotent-replayed': 'true' } as const;
 
 const CLOSED_DETAIL =
   'The incident is closed (or this request closes it) and the body has non-empty `resources`. ' +
   'To close it, send `resources: []` or omit `resources`; to assign callsigns, reopen it first with `status: "OPEN"`.';
 
+/** the ETag of an incident as stored: its id and version (domain IncidentTag) */
+export function etagOf(v: { incident: { id: number }; version: number }): string {
+  return `"${v.incident.id}-${v.version}"`;
+}
+
 /** an incident refusal, with what the caller should read and do */
-export function refusalOf(r: IncidentRefusal): Refused {
+export function refusalOf(r: IncidentRefusal, replayed = false): Refused {
+  const refused = refusalOnly(r);
+  return replayed ? new Refused(refused.code, refused.detail, refused.extra, { ...refused.headers, ...REPLAYED }) : refused;
+}
+
+function refusalOnly(r: IncidentRefusal): Refused {
   switch (r.code) {
     case 'INVALID_CALLSIGN': {
       const why = r.error.reason === 'empty' ? 'must not be blank' : 'must be at most 64 characters';
@@ -46,6 +80,18 @@ export function refusalOf(r: IncidentRefusal): Refused {
         'ORIGIN_ID_TAKEN',
         r.incidentId === null ? 'Another incident already uses this originId.' : `Incident ${r.incidentId} already uses this originId.`,
         r.incidentId === null ? {} : { incidentId: r.incidentId },
+      );
+    case 'PRECONDITION_FAILED':
+      return new Refused(
+        'PRECONDITION_FAILED',
+        'If-Match names no tag of the incident as stored: it has changed since. Nothing was written; `incident` is the incident as it is now, and ETag its tag.',
+        { incident: r.current },
+        { etag: etagOf({ incident: r.current, version: r.version }) },
+      );
+    case 'IDEMPOTENCY_KEY_REUSED':
+      return new Refused(
+        'IDEMPOTENCY_KEY_REUSED',
+        'This Idempotency-Key was used with another request (method, path, If-Match or body). Nothing was written; send a new key for a new request.',
       );
   }
 }
@@ -76,33 +122,73 @@ export function createChange(caller: Caller, rawBody: CreateBody, now: string): 
   return { ok: true, locator: { originId: body.originId }, decide: decideCreate(caller, body, now), options: { callsigns: body.resources ?? [], now } };
 }
 
-export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string): Change {
+export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string, ifMatch: IfMatch | null = null): Change {
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator, decide: decideUpdate(caller, body, now), options: { callsigns: body.resources ?? [], now } };
+  return { ok: true, locator, decide: decideUpdate(caller, body, now, ifMatch), options: { callsigns: body.resources ?? [], now } };
 }
 
-export function deleteChange(caller: Caller, id: number, now: string): Change {
-  return { ok: true, locator: { id }, decide: decideDelete(caller), options: { callsigns: [], now } };
+export function deleteChange(caller: Caller, id: number, now: string, ifMatch: IfMatch | null = null): Change {
+  return { ok: true, locator: { id }, decide: decideDelete(caller, ifMatch), options: { callsigns: [], now } };
 }
 
 export class IncidentService {
+  private readonly inFlight = new KeysInFlight();
+
   constructor(
     private readonly store: IncidentStorePort,
     private readonly bus: Bus,
     private readonly access: Access,
     private readonly clock: Clock,
+    /** how long an Idempotency-Key is kept (IDEMPOTENCY_TTL_H) */
+    private readonly idempotencyTtlMs: number = 24 * 3600_000,
     private readonly metrics: Metrics = noMetrics,
   ) {}
 
-  private async run(change: Change, caller: Caller): Promise<IncidentResult> {
+  /**
+   * The unit of work, with the request's Idempotency-Key if it has one: a repeat while the
+   * first is in flight on this node is 409, another request with the key 422 (the key taken
+   * before anything is awaited); otherwise the
+   * store decides, in the write's own transaction, whether the key answers instead (ports/
+   * incidents.ts). A replayed answer publishes nothing: its pushes were sent the first time.
+   */
+  private async run(change: Change, caller: Caller, request: WriteRequest = {}): Promise<IncidentResult> {
     if (!change.ok) throw refusalOf(change.refusal);
-    const outcome = await this.store.write(caller, change.locator, change.decide, change.options);
-    if (!outcome.ok) throw refusalOf(outcome.refusal);
-    // durable: the device hub may send it now
-    this.bus.publish('written', outcome.events);
-    this.count(outcome.events);
+    const key = request.idempotencyKey;
+    if (key === undefined) return this.written(await this.store.write(caller, change.locator, change.decide, change.options));
+    if (!request.shape) throw new Error('a write with an Idempotency-Key needs the request it fingerprints');
+    const print = fingerprint(request.shape);
+    const held = this.inFlight.take(caller.id, key, print);
+    if (held === 'other') throw refusalOf({ code: 'IDEMPOTENCY_KEY_REUSED' });
+    if (held === 'same') {
+      throw new Refused(
+        'IDEMPOTENCY_KEY_IN_USE',
+        'A request with this Idempotency-Key is still being processed. Retry after Retry-After seconds: the retry gets its answer.',
+      );
+    }
+    try {
+      const options: WriteOptions = {
+        ...change.options,
+        idempotency: {
+          key,
+          fingerprint: print,
+          keptAfter: new Date(Date.parse(change.options.now) - this.idempotencyTtlMs).toISOString(),
+        },
+      };
+      return this.written(await this.store.write(caller, change.locator, change.decide, options));
+    } finally {
+      this.inFlight.release(caller.id, key);
+    }
+  }
+
+  private written(outcome: Awaited<ReturnType<IncidentStorePort['write']>>): IncidentResult {
+    if (!outcome.ok) throw refusalOf(outcome.refusal, outcome.replayed === true);
+    // durable: the device hub may send it now (a replay has no events)
+    if (!outcome.replayed) {
+      this.bus.publish('written', outcome.events);
+      this.count(outcome.events);
+    }
     return outcome;
   }
 
@@ -125,23 +211,44 @@ export class IncidentService {
     return this.clock.now().toISOString();
   }
 
-  create(caller: Caller, body: CreateBody): Promise<IncidentResult> {
-    return this.run(createChange(caller, body, this.now()), caller);
+  create(caller: Caller, body: CreateBody, request: WriteRequest = {}): Promise<IncidentResult> {
+    return this.run(createChange(caller, body, this.now()), caller, request);
   }
 
-  update(caller: Caller, locator: Locator, body: UpdateBody): Promise<IncidentResult> {
-    return this.run(updateChange(caller, locator, body, this.now()), caller);
+  update(caller: Caller, locator: Locator, body: UpdateBody, request: WriteRequest = {}): Promise<IncidentResult> {
+    return this.run(updateChange(caller, locator, body, this.now(), request.ifMatch ?? null), caller, request);
   }
 
-  delete(caller: Caller, id: number): Promise<IncidentResult> {
-    return this.run(deleteChange(caller, id, this.now()), caller);
+  delete(caller: Caller, id: number, request: WriteRequest = {}): Promise<IncidentResult> {
+    return this.run(deleteChange(caller, id, this.now(), request.ifMatch ?? null), caller, request);
   }
 
   async get(caller: Caller, id: number): Promise<Incident> {
-    const result = await this.store.get(caller, id);
+    return (await this.read(caller, id)).incident;
+  }
+
+  /** the incident and its version (GET /incidents/{id} and its ETag) */
+  async read(caller: Caller, id: number): Promise<Versioned> {
+    const result = await this.store.read(caller, id);
     if (result === 'NOT_FOUND') throw refusalOf({ code: 'NOT_FOUND' });
     if (result === 'FORBIDDEN') throw refusalOf({ code: 'FORBIDDEN', reason: 'no-permission' });
     return result;
+  }
+
+  /**
+   * Removes Idempotency-Keys past their retention, KEY_SWEEP_BATCH at a time, at most
+   * KEY_SWEEP_STEPS batches; resolves with how many it removed. A key past its retention is
+   * taken as new whether or not it was swept.
+   */
+  async sweepIdempotencyKeys(): Promise<number> {
+    const before = new Date(this.clock.now().getTime() - this.idempotencyTtlMs).toISOString();
+    let removed = 0;
+    for (let step = 0; step < KEY_SWEEP_STEPS; step += 1) {
+      const n = await this.store.sweepIdempotencyKeys(before, KEY_SWEEP_BATCH);
+      removed += n;
+      if (n < KEY_SWEEP_BATCH) break;
+    }
+    return removed;
   }
 
   /**

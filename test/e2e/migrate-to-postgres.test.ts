@@ -39,7 +39,7 @@ async function tableCounts(url: string): Promise<Record<string, number>> {
   await client.connect();
   try {
     const out: Record<string, number> = {};
-    const tables = ['users', 'devices', 'user_devices', 'user_users', 'incidents', 'incident_callsigns', 'user_incidents', 'incident_versions', 'events', 'push_expiry', 'tokens', 'sessions'];
+    const tables = ['users', 'devices', 'user_devices', 'user_users', 'incidents', 'incident_callsigns', 'user_incidents', 'incident_versions', 'events', 'push_expiry', 'tokens', 'sessions', 'idempotency_keys'];
     for (const name of tables) out[name] = (await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${name}"`)).rows[0]!.n;
     return out;
   } finally {
@@ -56,6 +56,8 @@ interface Before {
   e1aToken: string;
   otherCookie: string;
   deletedId: number;
+  /** an update sent with an Idempotency-Key, and its answer */
+  keyed: { body: Record<string, unknown>; status: number; text: string; etag: unknown };
 }
 
 /**
@@ -79,6 +81,9 @@ async function sqliteDeployment(t: Test, path: string): Promise<Before> {
   t.equal((await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'CAD-3', resources: ['E1', 'A7'] }))).status, 202);
   const updated = await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'CAD-3', resources: ['E1', 'A7'], priority: 1 }));
   t.equal(updated.status, 200, JSON.stringify(updated.body));
+  const keyedBody = incidentBody({ originId: 'CAD-3', resources: ['E1', 'A7'], priority: 7 });
+  const keyedRes = await app.inject({ method: 'PUT', url: '/api/incidents/update', headers: { authorization: w.cad, 'idempotency-key': '"migrated-key"' }, payload: keyedBody });
+  t.equal(keyedRes.statusCode, 200, keyedRes.body);
   const closed = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'CAD-4', resources: [] }));
   const closing = await send(app, w.cad, 'PUT', `/api/incidents/${closed.body.id}`, incidentBody({ originId: 'CAD-4', status: 'CLOSED' }));
   t.equal(closing.status, 200, JSON.stringify(closing.body));
@@ -103,6 +108,7 @@ async function sqliteDeployment(t: Test, path: string): Promise<Before> {
     e1aToken,
     otherCookie,
     deletedId: deleted.body.id,
+    keyed: { body: keyedBody, status: keyedRes.statusCode, text: keyedRes.body, etag: keyedRes.headers.etag },
   };
   await app.close();
   db.$client.close();
@@ -149,6 +155,17 @@ t.test('when an SQLite database the service wrote is copied into an empty Postgr
     "a pending device's pushes are delivered after the move",
   );
 
+  // an Idempotency-Key stored on SQLite answers on PostgreSQL
+  const keyed = await fetch(`${server.http}/api/incidents/update`, {
+    method: 'PUT',
+    headers: { authorization: w.cad, 'idempotency-key': '"migrated-key"', 'content-type': 'application/json' },
+    body: JSON.stringify(before.keyed.body),
+  });
+  t.equal(keyed.status, before.keyed.status);
+  t.equal(await keyed.text(), before.keyed.text, 'the copied key answers with the answer stored on SQLite');
+  t.equal(keyed.headers.get('idempotent-replayed'), 'true');
+  t.equal(keyed.headers.get('etag'), before.keyed.etag, 'and the ETag of the copied version');
+
   const a7 = await connect(t, `${server.ws}/api/socket/device?token=${before.a7Token}`);
   const created = await server.api('POST', '/incidents', w.cad, incidentBody({ originId: 'CAD-6', resources: ['A7'] }));
   t.equal(created.status, 200);
@@ -189,7 +206,7 @@ t.test('when the service still has the SQLite database open, then the copy is re
   const run = await migrate(path, url);
   t.equal(run.code, 1);
   t.match(run.stderr, /in use by another process: stop the service first/);
-  t.same(Object.values(await tableCounts(url)), Array(12).fill(0), 'nothing written');
+  t.same(Object.values(await tableCounts(url)), Array(13).fill(0), 'nothing written');
 });
 
 t.test('when the service was killed and left a non-empty -wal, then the transactions in it are copied too', { skip: pgSkip || sqliteOnly }, async (t) => {

@@ -42,3 +42,11 @@ t.test('NODE_ID: the host name and process id unless set; a plain name of at mos
   t.throws(() => loadConfig({ NODE_ID: 'a b' }), /NODE_ID must be/);
   t.equal(loadConfig({}).dbPoolMax, 10);
 });
+
+t.test('IDEMPOTENCY_TTL_H: 24 hours unless set; an integer from 1 hour to a year', async (t) => {
+  t.equal(loadConfig({}).idempotencyTtlH, 24);
+  t.equal(loadConfig({ IDEMPOTENCY_TTL_H: '48' }).idempotencyTtlH, 48);
+  for (const bad of ['0', '8761', '1.5', 'a day']) {
+    t.throws(() => loadConfig({ IDEMPOTENCY_TTL_H: bad }), new ConfigError(`IDEMPOTENCY_TTL_H must be an integer between 1 and 8760, got "${bad}"`), bad);
+  }
+});

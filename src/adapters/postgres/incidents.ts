@@ -43,7 +43,21 @@ import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import { utc } from '../../domain/time.js';
 import { assignmentChanges } from '../../domain/response.js';
-import type { Current, Decide, EventFilter, EventView, IncidentResult, IncidentStorePort, ListFilter, Outcome } from '../../ports/incidents.js';
+import {
+  answerOf,
+  replayOf,
+  type Current,
+  type Decide,
+  type EventFilter,
+  type EventView,
+  type IdempotencyClaim,
+  type IncidentResult,
+  type IncidentStorePort,
+  type ListFilter,
+  type Outcome,
+  type Versioned,
+  type WriteOptions,
+} from '../../ports/incidents.js';
 import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
@@ -64,6 +78,8 @@ type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; r
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
   assignments: string;
+  /** int8, which `pg` gives as a string */
+  version: string | number;
   /** the caller is linked to it, or manages a user who is */
   reachable: boolean;
 }
@@ -83,14 +99,25 @@ const CREATE = `WITH created AS (
   )
   SELECT id FROM created`;
 // origin_id is set only when it changes, as in SQLite (an unchanged key column still costs an index write there)
-const UPDATE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')} WHERE id = $${SET_LIST.length + 1}`;
-const UPDATE_AND_MOVE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, origin_id = $${SET_LIST.length + 1} WHERE id = $${SET_LIST.length + 2}`;
+const UPDATE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, version = $${N + 1} WHERE id = $${N + 2}`;
+const UPDATE_AND_MOVE = `UPDATE incidents SET ${SET_LIST.map((c, i) => `${c} = $${i + 1}`).join(', ')}, version = $${N + 1}, origin_id = $${N + 2} WHERE id = $${N + 3}`;
 // the incident a write names, locked, and whether the caller ($2) reaches it
 const REACHED = `EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = incidents.id
     AND (ui.user_id = $2 OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2))) AS reachable`;
-const STORED_BY_ID = `SELECT ${selectList()}, assignments, ${REACHED} FROM incidents WHERE id = $1 FOR UPDATE OF incidents`;
-const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, ${REACHED} FROM incidents WHERE origin_id = $1 FOR UPDATE OF incidents`;
-const BY_ID = `SELECT ${selectList()} FROM incidents WHERE id = $1`;
+const STORED_BY_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} FROM incidents WHERE id = $1 FOR UPDATE OF incidents`;
+const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} FROM incidents WHERE origin_id = $1 FOR UPDATE OF incidents`;
+const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
+// The Idempotency-Key, claimed first in the unit of work: inserted, or taken over when past its
+// retention (created at or before $5). A unit of work with the same key that has not ended holds the row: this one
+// waits for it, then finds the key taken (no row returned) and reads its answer.
+const KEY_CLAIM = `INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
+  ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
+    WHERE idempotency_keys.created_at <= $5
+  RETURNING 1`;
+const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
+const KEY_STORE = `UPDATE idempotency_keys SET answer = $3 WHERE user_id = $1 AND key = $2`;
+const KEY_SWEEP = `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
+    SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
@@ -361,9 +388,37 @@ export class PgIncidents implements IncidentStorePort {
     if (started.length > 0) await c.query(`DELETE FROM assignment_responses WHERE incident_id = $1 AND device_id = ANY($2::int8[])`, [incidentId, started]);
   }
 
-  private async finish(c: Client, plan: Plan<Incident>, now: string, read: ReadonlySet<number>): Promise<IncidentResult> {
+  private async finish(c: Client, plan: Plan<Incident>, version: number, now: string, read: ReadonlySet<number>): Promise<IncidentResult> {
     const events = await this.writeEvents(c, plan.incident, plan.events, now, read);
-    return { ok: true, incident: plan.incident, report: plan.report, events };
+    return { ok: true, incident: plan.incident, version, report: plan.report, events };
+  }
+
+  /**
+   * The key claimed in this transaction (null: go on and write), or the answer to give instead:
+   * the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
+   */
+  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | null> {
+    // a key found taken can be swept (past its retention by another node's clock) before it is
+    // read: then it is claimed again
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
+      if (claimed.length > 0) return null;
+      const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
+      if (stored) return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
+    }
+    throw new Error('an Idempotency-Key found taken, then gone, twice');
+  }
+
+  async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
+    if (!inRange(id)) return 'NOT_FOUND';
+    const [row] = await rows<IncidentRow & { version: string | number }>(this.pool, BY_ID, [id]);
+    if (!row) return 'NOT_FOUND';
+    if (!(await this.reaches(this.pool, caller, id))) return 'FORBIDDEN';
+    return { incident: toIncident(row), version: Number(row.version) };
+  }
+
+  async sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number> {
+    return (await this.pool.query(KEY_SWEEP, [createdBefore, limit])).rowCount ?? 0;
   }
 
   /**
@@ -371,55 +426,67 @@ export class PgIncidents implements IncidentStorePort {
    * the callsigns for the caller, lets `decide` say what to write, and writes it, in one
    * transaction; run again whole on a retryable error (runsAgain).
    */
-  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Promise<Outcome> {
-    const { now } = options;
+  write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+    const claim = options.idempotency;
+    if (!claim) return this.unitOfWork((c) => this.change(c, caller, locator, decide, options));
     return this.unitOfWork(async (c): Promise<Outcome> => {
-      let row: StoredRow | undefined;
-      if ('id' in locator) {
-        if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id, caller.id]);
-      } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId, caller.id]);
-      const context = await this.match(c, caller, options.callsigns);
-      const read = new Set<number>();
-      for (const ids of context.matches.values()) for (const id of ids) read.add(id);
-      let current: Current | null = null;
-      if (row) {
-        const incident = toIncident(row);
-        const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], read);
-        current = { incident, assignments, reachable: caller.administrator || row.reachable };
-      }
-      const decision = decide(current, context);
-      if (!decision.ok) return decision;
-      if (decision.write === 'insert') {
-        const draft: IncidentDraft = decision.plan.incident;
-        // the creator is linked to what it created (DESIGN section 3, incident permission)
-        const keys = [...new Set(draft.resources.map(callsignKey))];
-        const [created] = await rows<{ id: string }>(c, CREATE, [...rowValues(draft, now, decision.plan.assignments), draft.originId, keys, caller.id]);
-        const incident: Incident = { id: Number(created!.id), ...draft };
-        return await this.finish(c, { ...decision.plan, incident }, now, read);
-      }
-      const stored = current!.incident;
-      if (decision.write === 'delete') {
-        await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
-        await this.writeCallsigns(c, stored.id, stored.resources, []);
-        await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
-        // the events last, as for every write: they lock the devices (writeEvents)
-        return await this.finish(c, decision.plan, now, read);
-      }
-      const incident = decision.plan.incident;
-      if (incident.originId !== stored.originId) {
-        const [taken] = await rows<{ id: string }>(c, `SELECT id FROM incidents WHERE origin_id = $1`, [incident.originId]);
-        if (taken) {
-          const takenId = Number(taken.id);
-          return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: (await this.reaches(c, caller, takenId)) ? takenId : null } };
-        }
-      }
-      await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
-      const values = rowValues(incident, now, decision.plan.assignments);
-      if (incident.originId === stored.originId) await c.query(UPDATE, [...values, stored.id]);
-      else await c.query(UPDATE_AND_MOVE, [...values, incident.originId, stored.id]);
-      if (!sameList(stored.resources, incident.resources)) await this.writeCallsigns(c, stored.id, stored.resources, incident.resources);
-      return await this.finish(c, decision.plan, now, read);
+      const answered = await this.claim(c, caller, claim, options.now);
+      if (answered) return answered;
+      const outcome = await this.change(c, caller, locator, decide, options);
+      await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome))]);
+      return outcome;
     });
+  }
+
+  /** the read, decision and write of a unit of work, inside its transaction */
+  private async change(c: Client, caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+    const { now } = options;
+    let row: StoredRow | undefined;
+    if ('id' in locator) {
+      if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id, caller.id]);
+    } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId, caller.id]);
+    const context = await this.match(c, caller, options.callsigns);
+    const read = new Set<number>();
+    for (const ids of context.matches.values()) for (const id of ids) read.add(id);
+    let current: Current | null = null;
+    if (row) {
+      const incident = toIncident(row);
+      const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], read);
+      current = { incident, version: Number(row.version), assignments, reachable: caller.administrator || row.reachable };
+    }
+    const decision = decide(current, context);
+    if (!decision.ok) return decision;
+    if (decision.write === 'insert') {
+      const draft: IncidentDraft = decision.plan.incident;
+      // the creator is linked to what it created (DESIGN section 3, incident permission)
+      const keys = [...new Set(draft.resources.map(callsignKey))];
+      const [created] = await rows<{ id: string }>(c, CREATE, [...rowValues(draft, now, decision.plan.assignments), draft.originId, keys, caller.id]);
+      const incident: Incident = { id: Number(created!.id), ...draft };
+      return await this.finish(c, { ...decision.plan, incident }, 1, now, read);
+    }
+    const stored = current!.incident;
+    if (decision.write === 'delete') {
+      await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
+      await this.writeCallsigns(c, stored.id, stored.resources, []);
+      await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
+      // the events last, as for every write: they lock the devices (writeEvents)
+      return await this.finish(c, decision.plan, current!.version, now, read);
+    }
+    const incident = decision.plan.incident;
+    if (incident.originId !== stored.originId) {
+      const [taken] = await rows<{ id: string }>(c, `SELECT id FROM incidents WHERE origin_id = $1`, [incident.originId]);
+      if (taken) {
+        const takenId = Number(taken.id);
+        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: (await this.reaches(c, caller, takenId)) ? takenId : null } };
+      }
+    }
+    await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
+    const version = current!.version + 1;
+    const values = rowValues(incident, now, decision.plan.assignments);
+    if (incident.originId === stored.originId) await c.query(UPDATE, [...values, version, stored.id]);
+    else await c.query(UPDATE_AND_MOVE, [...values, version, incident.originId, stored.id]);
+    if (!sameList(stored.resources, incident.resources)) await this.writeCallsigns(c, stored.id, stored.resources, incident.resources);
+    return await this.finish(c, decision.plan, version, now, read);
   }
 
   async list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }> {

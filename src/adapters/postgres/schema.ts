@@ -141,8 +141,27 @@ export const incidents = pgTable(
     resources: text('resources').notNull().default('[]'),
     /** the devices assigned, per callsign (JSON, as in sqlite/schema.ts) */
     assignments: text('assignments').notNull().default('[]'),
+    /** raised by every write (1 when created): with the id, the incident's ETag (DESIGN section 12) */
+    version: bigint('version', { mode: 'number' }).notNull().default(1),
   },
   (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt)],
+);
+
+/**
+ * The Idempotency-Keys of incident writes, per user (as sqlite/schema.ts). A unit of work claims
+ * its key first (the unique (user_id, key) row inserted in its transaction: a second one with
+ * the key waits for it to end, then finds its answer) and stores the answer before it commits.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    userId: id('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    createdAt: text('created_at').notNull(),
+    answer: text('answer').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_at').on(t.createdAt)],
 );
 
 /**

@@ -12,7 +12,7 @@ import { without } from './engine/tuning.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { utc } from '../../domain/time.js';
 import { assignmentChanges } from '../../domain/response.js';
-import type { Current, Decide, EventFilter, EventView, IncidentResult, ListFilter, Outcome } from '../../ports/incidents.js';
+import { answerOf, replayOf, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
@@ -22,6 +22,7 @@ type IncidentRow = Omit<Incident, 'resources'> & { resources: string };
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
   assignments: string;
+  version: number;
 }
 
 const toIncident = incidentOf;
@@ -29,6 +30,7 @@ const toIncident = incidentOf;
 /** an incident as stored, with its assignments as on its row */
 interface Stored {
   readonly incident: Incident;
+  readonly version: number;
   readonly assignments: readonly Assignment[];
 }
 
@@ -46,9 +48,9 @@ export class IncidentStore {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      byId: p(`SELECT ${selectList()} FROM incidents WHERE id = ?`),
-      storedById: p(`SELECT ${selectList()}, assignments FROM incidents WHERE id = ?`),
-      byOriginId: p(`SELECT ${selectList()}, assignments FROM incidents WHERE origin_id = ?`),
+      byId: p(`SELECT ${selectList()}, version FROM incidents WHERE id = ?`),
+      storedById: p(`SELECT ${selectList()}, assignments, version FROM incidents WHERE id = ?`),
+      byOriginId: p(`SELECT ${selectList()}, assignments, version FROM incidents WHERE origin_id = ?`),
       idByOriginId: p(`SELECT id FROM incidents WHERE origin_id = ?`).pluck(),
       exists: p(`SELECT 1 FROM incidents WHERE id = ?`).pluck(),
       deviceExists: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
@@ -58,8 +60,8 @@ export class IncidentStore {
       // origin_id is set only when it changes: a column in the SET list has its index entry
       // deleted and written again even when the value is the same, one more random page of
       // incidents_origin_id per update in the WAL (BENCHMARKS.md as of 966ad38)
-      update: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')} WHERE id = ?`),
-      updateAndMove: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')}, origin_id = ? WHERE id = ?`),
+      update: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')}, version = ? WHERE id = ?`),
+      updateAndMove: p(`UPDATE incidents SET ${SET_LIST.map((c) => `${c} = ?`).join(', ')}, version = ?, origin_id = ? WHERE id = ?`),
       delete: p(`DELETE FROM incidents WHERE id = ?`),
       insertCallsign: p(`INSERT OR IGNORE INTO incident_callsigns (callsign_key, incident_id) VALUES (?, ?)`),
       deleteCallsign: p(`DELETE FROM incident_callsigns WHERE callsign_key = ? AND incident_id = ?`),
@@ -85,6 +87,14 @@ export class IncidentStore {
              AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
          ORDER BY d.id`,
       ).pluck(),
+      // the Idempotency-Keys (DESIGN section 12): one read and one write in the unit of work
+      keyAnswer: p(`SELECT fingerprint, created_at AS createdAt, answer FROM idempotency_keys WHERE user_id = ? AND key = ?`),
+      // a key past its retention is replaced
+      keyStore: p(`INSERT OR REPLACE INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES (?, ?, ?, ?, ?)`),
+      keySweep: p(
+        `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
+           SELECT user_id, key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+      ),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -101,7 +111,7 @@ export class IncidentStore {
     this.dataVersion = () => dataVersion.get() as number;
     this.readStored = (at) => {
       const row = ('id' in at ? storedById.get(at.id) : byOriginId.get(at.originId)) as StoredRow | undefined;
-      return row && { incident: toIncident(row), assignments: JSON.parse(row.assignments) as Assignment[] };
+      return row && { incident: toIncident(row), version: row.version, assignments: JSON.parse(row.assignments) as Assignment[] };
     };
   }
 
@@ -131,16 +141,16 @@ export class IncidentStore {
   // A commit by another connection to the file (an operator's sqlite3 session) changes
   // data_version, read on every use (about 1–2 µs), and the cache starts over. Bounded by
   // incidents and by callsigns held (an incident may carry 500).
-  private readonly cache = new Map<number, Incident>();
+  private readonly cache = new Map<number, Versioned>();
   private cachedCallsigns = 0;
   private cacheVersion: number | null = null;
   private static readonly CACHE_MAX_INCIDENTS = 10_000;
   private static readonly CACHE_MAX_CALLSIGNS = 100_000;
 
-  private cached(id: number): Incident | undefined {
+  private cached(id: number): Versioned | undefined {
     if (without.getcache) {
-      const row = this.st.byId.get(id) as IncidentRow | undefined;
-      return row && toIncident(row);
+      const row = this.st.byId.get(id) as (IncidentRow & { version: number }) | undefined;
+      return row && { incident: toIncident(row), version: row.version };
     }
     const version = this.dataVersion();
     if (version !== this.cacheVersion) {
@@ -150,23 +160,24 @@ export class IncidentStore {
     }
     const hit = this.cache.get(id);
     if (hit) return hit;
-    const row = this.st.byId.get(id) as IncidentRow | undefined;
+    const row = this.st.byId.get(id) as (IncidentRow & { version: number }) | undefined;
     if (!row) return undefined;
     const incident = toIncident(row);
     if (this.cache.size >= IncidentStore.CACHE_MAX_INCIDENTS || this.cachedCallsigns + incident.resources.length > IncidentStore.CACHE_MAX_CALLSIGNS) {
       this.cache.clear();
       this.cachedCallsigns = 0;
     }
-    this.cache.set(id, incident);
+    const entry = { incident, version: row.version };
+    this.cache.set(id, entry);
     this.cachedCallsigns += incident.resources.length;
-    return incident;
+    return entry;
   }
 
   private forget(id: number): void {
     const hit = this.cache.get(id);
     if (!hit) return;
     this.cache.delete(id);
-    this.cachedCallsigns -= hit.resources.length;
+    this.cachedCallsigns -= hit.incident.resources.length;
   }
 
   exists(id: number): boolean {
@@ -200,10 +211,21 @@ export class IncidentStore {
 
   /** the incident, if the caller has permission on it */
   get(caller: Caller, id: number): Incident | 'NOT_FOUND' | 'FORBIDDEN' {
-    const incident = this.cached(id);
-    if (!incident) return 'NOT_FOUND';
+    const read = this.read(caller, id);
+    return typeof read === 'string' ? read : read.incident;
+  }
+
+  /** the incident and its version, if the caller has permission on it */
+  read(caller: Caller, id: number): Versioned | 'NOT_FOUND' | 'FORBIDDEN' {
+    const entry = this.cached(id);
+    if (!entry) return 'NOT_FOUND';
     if (!this.reaches(caller, id)) return 'FORBIDDEN';
-    return incident;
+    return entry;
+  }
+
+  /** up to `limit` Idempotency-Keys created before `createdBefore`, oldest first, removed */
+  sweepIdempotencyKeys(createdBefore: string, limit: number): number {
+    return this.st.keySweep.run(createdBefore, limit).changes;
   }
 
   /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */
@@ -264,9 +286,9 @@ export class IncidentStore {
     for (const deviceId of started) this.st.restart.run(incidentId, deviceId);
   }
 
-  private finish(plan: Plan<Incident>, now: string): IncidentResult {
+  private finish(plan: Plan<Incident>, version: number, now: string): IncidentResult {
     const events = this.writeEvents(plan.incident, plan.events, now);
-    return { ok: true, incident: plan.incident, report: plan.report, events };
+    return { ok: true, incident: plan.incident, version, report: plan.report, events };
   }
 
   /**
@@ -274,50 +296,70 @@ export class IncidentStore {
    * callsigns for the caller, lets `decide` (a pure domain function) say what to write, and
    * writes it, in one transaction: its own, or the group commit's it runs in.
    */
-  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }): Outcome {
-    const { now } = options;
+  write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Outcome {
+    const claim = options.idempotency;
+    if (!claim) return this.atomically(() => this.change(caller, locator, decide, options));
+    // the key, read and written in the same transaction as the write it answers
     return this.atomically((): Outcome => {
-      const found = this.readStored(locator);
-      const context = this.matchContext(caller, options.callsigns);
-      const current: Current | null = found
-        ? { incident: found.incident, assignments: this.storedAssignments(found.assignments, context), reachable: this.reaches(caller, found.incident.id) }
-        : null;
-      const decision = decide(current, context);
-      if (!decision.ok) return decision;
-      if (decision.write === 'insert') {
-        const draft: IncidentDraft = decision.plan.incident;
-        const id = Number(this.st.insert.run(...rowValues(draft, now, decision.plan.assignments), draft.originId).lastInsertRowid);
-        const incident: Incident = { id, ...draft };
-        this.writeCallsigns(id, [], incident.resources);
-        // the creator is linked to what it created (DESIGN section 3, incident permission)
-        this.st.link.run(caller.id, id);
-        return this.finish({ ...decision.plan, incident }, now);
+      const stored = this.st.keyAnswer.get(caller.id, claim.key) as { fingerprint: string; createdAt: string; answer: string } | undefined;
+      if (stored && stored.createdAt > claim.keptAfter) {
+        return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
       }
-      const stored = current!.incident;
-      if (decision.write === 'delete') {
-        this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
-        const result = this.finish(decision.plan, now);
-        this.forget(stored.id);
-        this.writeCallsigns(stored.id, stored.resources, []);
-        this.st.delete.run(stored.id);
-        return result;
-      }
-      const incident = decision.plan.incident;
-      if (incident.originId !== stored.originId) {
-        const taken = this.st.idByOriginId.get(incident.originId) as number | undefined;
-        if (taken !== undefined) {
-          return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
-        }
-      }
-      this.forget(stored.id);
-      this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
-      const values = rowValues(incident, now, decision.plan.assignments);
-      if (incident.originId === stored.originId) this.st.update.run(...values, stored.id);
-      else this.st.updateAndMove.run(...values, incident.originId, stored.id);
-      // most CAD updates change a description or priority, not the callsigns
-      if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
-      return this.finish(decision.plan, now);
+      const outcome = this.change(caller, locator, decide, options);
+      this.st.keyStore.run(caller.id, claim.key, claim.fingerprint, options.now, JSON.stringify(answerOf(outcome)));
+      return outcome;
     });
+  }
+
+  /** the read, decision and write of a unit of work, inside its transaction */
+  private change(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Outcome {
+    const { now } = options;
+    const found = this.readStored(locator);
+    const context = this.matchContext(caller, options.callsigns);
+    const current: Current | null = found
+      ? {
+          incident: found.incident,
+          version: found.version,
+          assignments: this.storedAssignments(found.assignments, context),
+          reachable: this.reaches(caller, found.incident.id),
+        }
+      : null;
+    const decision = decide(current, context);
+    if (!decision.ok) return decision;
+    if (decision.write === 'insert') {
+      const draft: IncidentDraft = decision.plan.incident;
+      const id = Number(this.st.insert.run(...rowValues(draft, now, decision.plan.assignments), draft.originId).lastInsertRowid);
+      const incident: Incident = { id, ...draft };
+      this.writeCallsigns(id, [], incident.resources);
+      // the creator is linked to what it created (DESIGN section 3, incident permission)
+      this.st.link.run(caller.id, id);
+      return this.finish({ ...decision.plan, incident }, 1, now);
+    }
+    const stored = current!.incident;
+    if (decision.write === 'delete') {
+      this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
+      const result = this.finish(decision.plan, current!.version, now);
+      this.forget(stored.id);
+      this.writeCallsigns(stored.id, stored.resources, []);
+      this.st.delete.run(stored.id);
+      return result;
+    }
+    const incident = decision.plan.incident;
+    if (incident.originId !== stored.originId) {
+      const taken = this.st.idByOriginId.get(incident.originId) as number | undefined;
+      if (taken !== undefined) {
+        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
+      }
+    }
+    this.forget(stored.id);
+    this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
+    const version = current!.version + 1;
+    const values = rowValues(incident, now, decision.plan.assignments);
+    if (incident.originId === stored.originId) this.st.update.run(...values, version, stored.id);
+    else this.st.updateAndMove.run(...values, version, incident.originId, stored.id);
+    // most CAD updates change a description or priority, not the callsigns
+    if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
+    return this.finish(decision.plan, version, now);
   }
 
   list(filter: ListFilter): { incidents: Incident[]; more: boolean } {

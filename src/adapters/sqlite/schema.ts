@@ -107,8 +107,29 @@ export const incidents = sqliteTable(
      * readers drop ids that no longer exist.
      */
     assignments: text('assignments').notNull().default('[]'),
+    /** raised by every write (1 when created): with the id, the incident's ETag (DESIGN section 12) */
+    version: integer('version').notNull().default(1),
   },
   (t) => [uniqueIndex('incidents_origin_id').on(t.originId), index('incidents_stored_at').on(t.storedAt)],
+);
+
+/**
+ * The Idempotency-Keys of incident writes, per user (DESIGN section 12): written in the unit of
+ * work of the write they answer, with that answer (ports/incidents.ts StoredAnswer, JSON) and
+ * the request's fingerprint. Kept IDEMPOTENCY_TTL_H hours after created_at, then swept in
+ * batches, oldest first (created_at's index); one past its retention is taken as new before
+ * the sweep reaches it.
+ */
+export const idempotencyKeys = sqliteTable(
+  'idempotency_keys',
+  {
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    key: text('key').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    createdAt: text('created_at').notNull(),
+    answer: text('answer').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_at').on(t.createdAt)],
 );
 
 /**

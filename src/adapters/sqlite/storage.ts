@@ -3,7 +3,7 @@
 // and the checkpoint thread's hold (engine/checkpointer.ts). main.ts builds it; tests too.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Caller, Locator } from '../../domain/incident.js';
-import type { Decide, IncidentStorePort, ListFilter, EventFilter } from '../../ports/incidents.js';
+import type { Decide, IncidentStorePort, ListFilter, EventFilter, WriteOptions } from '../../ports/incidents.js';
 import type { Presence } from '../../ports/presence.js';
 import { noMetrics, type Metrics } from '../../ports/metrics.js';
 import type { Storage } from '../../ports/storage.js';
@@ -57,11 +57,18 @@ class SqliteIncidents implements IncidentStorePort {
     private readonly writes: GroupCommitter,
   ) {}
 
-  write(caller: Caller, locator: Locator, decide: Decide, options: { callsigns: readonly string[]; now: string }) {
+  write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions) {
     return this.writes.run(() => this.store.write(caller, locator, decide, options));
   }
   async get(caller: Caller, id: number) {
     return this.store.get(caller, id);
+  }
+  async read(caller: Caller, id: number) {
+    return this.store.read(caller, id);
+  }
+  /** a batch, as one operation of a write group (its deletes are synced as the group's writes are) */
+  sweepIdempotencyKeys(createdBefore: string, limit: number) {
+    return this.writes.run(() => this.store.sweepIdempotencyKeys(createdBefore, limit));
   }
   async list(filter: ListFilter) {
     return this.store.list(filter);

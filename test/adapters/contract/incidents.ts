@@ -79,10 +79,10 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       await w.incidents.write(cad, { originId: 'CAD-2' }, peek, opts);
       await w.incidents.write(cad, { id: r.incident.id + 1000 }, peek, { callsigns: [], now: w.now() });
       const assignments = [{ callsignKey: 'e1', callsign: 'E1', deviceId: a.id }];
-      t.same(seen[0]!.current, { incident: r.incident, assignments, reachable: true }, 'by originId: the incident, its assignments, reachable by its creator');
+      t.same(seen[0]!.current, { incident: r.incident, version: 1, assignments, reachable: true }, 'by originId: the incident, its assignments, reachable by its creator');
       t.same([...seen[0]!.match.matches], [['e1', [a.id]]], 'callsigns matched by key, once each; a key with no device is left out');
       t.same([...seen[0]!.match.online], [s.id], 'and the devices online now');
-      t.same(seen[1]!.current, { incident: r.incident, assignments, reachable: false }, 'by id, for a caller who does not reach it');
+      t.same(seen[1]!.current, { incident: r.incident, version: 1, assignments, reachable: false }, 'by id, for a caller who does not reach it');
       t.same([...seen[1]!.match.matches], [['e1', [s.id]]], 'matched among the devices that caller reaches');
       t.equal(seen[2]!.current?.reachable, true, 'an administrator reaches every incident');
       t.same([...seen[2]!.match.matches], [['e1', [a.id, s.id]]], 'and matches every enabled device, in id order');

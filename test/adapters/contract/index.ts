@@ -5,6 +5,7 @@
 // factory.
 import type { Test } from 'tap';
 import { identityContract } from './identity.js';
+import { idempotencyContract } from './idempotency.js';
 import { incidentStoreContract } from './incidents.js';
 import { outboxContract } from './outbox.js';
 import { responseStoreContract } from './responses.js';
@@ -13,7 +14,7 @@ import { retentionContract } from './retention.js';
 import { pendingCountContract } from './pending-count.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, loginThrottleContract, outboxContract, pendingCountContract, responseStoreContract, retentionContract };
+export { identityContract, idempotencyContract, incidentStoreContract, loginThrottleContract, outboxContract, pendingCountContract, responseStoreContract, retentionContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
@@ -25,4 +26,5 @@ export async function storageContract(t: Test, factory: StorageFactory): Promise
   await responseStoreContract(t, factory);
   await loginThrottleContract(t, factory);
   await retentionContract(t, factory);
+  await idempotencyContract(t, factory);
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { sqliteStorage } from '../../../src/adapters/sqlite/storage.js';
-import { incidentStoreContract, outboxContract, responseStoreContract, storageContract, type StorageFactory } from '../contract/index.js';
+import { idempotencyContract, incidentStoreContract, outboxContract, responseStoreContract, storageContract, type StorageFactory } from '../contract/index.js';
 
 function silentLog(): FastifyBaseLogger {
   const noop = () => {};
@@ -49,4 +49,5 @@ t.test('on a database file, answered after its fsync', async (t) => {
   await incidentStoreContract(t, onDisk);
   await outboxContract(t, onDisk);
   await responseStoreContract(t, onDisk);
+  await idempotencyContract(t, onDisk);
 });

@@ -12,7 +12,7 @@ const incident: Incident = {
   id: 7, originId: 'CAD-7', type: 'FIRE', timeOfOrigin: null, timeReceived: null, timeUpdated: null, status: 'OPEN',
   timeClosed: null, latitude: 1, longitude: 2, priority: 3, description: null, resources: ['E1'],
 };
-const current = (reachable = true): CurrentIncident => ({ incident, assignments: [{ callsignKey: 'e1', callsign: 'E1', deviceId: 1 }], reachable });
+const current = (reachable = true): CurrentIncident => ({ incident, version: 1, assignments: [{ callsignKey: 'e1', callsign: 'E1', deviceId: 1 }], reachable });
 const createBody = { originId: 'CAD-8', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['E1'] };
 
 t.test('when creating, then a readonly caller is refused before an originId in use is', async (t) => {

@@ -1,0 +1,73 @@
+// Safe retries (DESIGN section 12): the rules of an Idempotency-Key that need no I/O. The key is
+// the IETF httpapi draft's ("The Idempotency-Key HTTP Header Field"): an RFC 8941 sf-string,
+// `"…"` of printable ASCII with `\"` and `\\` as its only escapes. A request is the same request
+// when its method, path, If-Match and body (canonical: object keys sorted, so key order and
+// spacing do not count) are; services/idempotency.ts hashes that into the stored fingerprint.
+
+/** the longest key taken, in characters of its content */
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+export type KeyParse = { ok: true; key: string } | { ok: false; why: string };
+
+/**
+ * The key an Idempotency-Key header carries. An sf-string, as the draft says; a bare value of
+ * visible ASCII without quotes or backslashes (how many clients send it, Stripe's convention)
+ * is taken as its own content, so `abc` and `"abc"` are one key. Several header lines (which
+ * arrive joined by a comma), an empty key, one over IDEMPOTENCY_KEY_MAX characters and anything
+ * outside printable ASCII are refused.
+ */
+export function parseIdempotencyKey(header: string): KeyParse {
+  const v = header.trim();
+  let key: string;
+  if (v.startsWith('"')) {
+    let out = '';
+    let i = 1;
+    for (;;) {
+      if (i >= v.length) return { ok: false, why: 'is an sf-string without its closing quote' };
+      const c = v[i]!;
+      if (c === '\\') {
+        const next = v[i + 1];
+        if (next !== '"' && next !== '\\') return { ok: false, why: 'has an escape other than \\" or \\\\' };
+        out += next;
+        i += 2;
+        continue;
+      }
+      if (c === '"') break;
+      const code = c.charCodeAt(0);
+      if (code < 0x20 || code > 0x7e) return { ok: false, why: 'must be printable ASCII' };
+      out += c;
+      i += 1;
+    }
+    if (i !== v.length - 1) return { ok: false, why: 'must be one sf-string (one header line, nothing after the closing quote)' };
+    key = out;
+  } else {
+    if (!/^[\x21-\x7e]*$/.test(v)) return { ok: false, why: 'must be printable ASCII (an sf-string: "…")' };
+    if (/["\\,]/.test(v)) return { ok: false, why: 'must be one sf-string ("…"); a bare key may not hold quotes, backslashes or commas' };
+    key = v;
+  }
+  if (key.length === 0) return { ok: false, why: 'must not be empty' };
+  if (key.length > IDEMPOTENCY_KEY_MAX) return { ok: false, why: `must be at most ${IDEMPOTENCY_KEY_MAX} characters` };
+  return { ok: true, key };
+}
+
+/**
+ * JSON with every object's keys in code-unit order, at every depth: two bodies that differ only
+ * in key order or spacing give the same text. Arrays keep their order (it means something:
+ * `resources`). `undefined` members are left out, as JSON.stringify does.
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? 'null' : canonicalJson(v))).join(',')}]`;
+  const obj = value as Record<string, unknown>;
+  const parts: string[] = [];
+  for (const k of Object.keys(obj).sort()) {
+    if (obj[k] === undefined) continue;
+    parts.push(`${JSON.stringify(k)}:${canonicalJson(obj[k])}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+/** what the fingerprint of a request is made of, in one text (services/idempotency.ts hashes it) */
+export function requestIdentity(request: { method: string; path: string; ifMatch: string | null; body: unknown }): string {
+  return `${request.method.toUpperCase()}\n${request.path}\n${request.ifMatch ?? ''}\n${request.body === undefined ? '' : canonicalJson(request.body)}`;
+}

@@ -1,0 +1,59 @@
+// The Idempotency-Key's syntax (an RFC 8941 sf-string, as the IETF httpapi draft says) and the
+// canonical body a request's fingerprint is made of (domain/idempotency.ts).
+import t from 'tap';
+import { canonicalJson, IDEMPOTENCY_KEY_MAX, parseIdempotencyKey, requestIdentity } from '../../../src/domain/idempotency.js';
+
+t.test('when the key is an sf-string, then its content is the key, escapes undone', async (t) => {
+  t.same(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"'), { ok: true, key: '8e03978e-40d5-43e8-bc93-6894a57f9324' });
+  t.same(parseIdempotencyKey(' "a b" '), { ok: true, key: 'a b' }, 'spaces inside a string are content; around it, not');
+  t.same(parseIdempotencyKey('"a\\"b\\\\c"'), { ok: true, key: 'a"b\\c' });
+  t.same(parseIdempotencyKey(`"${'k'.repeat(IDEMPOTENCY_KEY_MAX)}"`), { ok: true, key: 'k'.repeat(IDEMPOTENCY_KEY_MAX) });
+});
+
+t.test('when the key is bare visible ASCII, then it is taken as its own content (the same key as quoted)', async (t) => {
+  t.same(parseIdempotencyKey('abc-123'), { ok: true, key: 'abc-123' });
+  t.same(parseIdempotencyKey('abc-123'), parseIdempotencyKey('"abc-123"'));
+});
+
+t.test('when the key is malformed, then it is refused with the reason', async (t) => {
+  const bad: [string, RegExp][] = [
+    ['', /empty/],
+    ['""', /empty/],
+    ['   ', /empty/],
+    [`"${'k'.repeat(IDEMPOTENCY_KEY_MAX + 1)}"`, /at most 255/],
+    ['k'.repeat(IDEMPOTENCY_KEY_MAX + 1), /at most 255/],
+    ['"abc', /closing quote/],
+    ['"a\\nb"', /escape/],
+    ['"é"', /printable ASCII/],
+    ['"a\tb"', /printable ASCII/],
+    ['ключ', /printable ASCII/],
+    ['a b', /printable ASCII/],
+    ['"a", "b"', /one sf-string/],
+    ['a, b', /printable ASCII|one sf-string/],
+    ['a,b', /one sf-string/],
+    ['"a"x', /one sf-string/],
+    ['a"b', /one sf-string/],
+  ];
+  for (const [header, why] of bad) {
+    const r = parseIdempotencyKey(header);
+    t.equal(r.ok, false, JSON.stringify(header));
+    if (!r.ok) t.match(r.why, why, JSON.stringify(header));
+  }
+});
+
+t.test('when two bodies differ only in key order or spacing, then their canonical JSON is the same; any value, array order or method/path/If-Match makes it differ', async (t) => {
+  const a = canonicalJson(JSON.parse('{"b": 1, "a": {"y": [1, 2], "x": null}}'));
+  const b = canonicalJson(JSON.parse('{"a":{"x":null,"y":[1,2]},"b":1.0}'));
+  t.equal(a, b);
+  t.equal(a, '{"a":{"x":null,"y":[1,2]},"b":1}');
+  t.not(canonicalJson({ r: [1, 2] }), canonicalJson({ r: [2, 1] }), 'array order counts');
+  t.not(canonicalJson({ d: 'x' }), canonicalJson({ d: 'x ' }));
+  t.equal(canonicalJson({ a: undefined, b: 1 }), '{"b":1}', 'undefined members are left out, as JSON does');
+  t.equal(canonicalJson([undefined, 1]), '[null,1]', 'and an undefined array entry is null, as JSON has it');
+  t.equal(canonicalJson(undefined), 'null');
+  const req = { method: 'PUT', path: '/api/incidents/1', ifMatch: null, body: { a: 1 } };
+  t.not(requestIdentity(req), requestIdentity({ ...req, method: 'POST' }));
+  t.not(requestIdentity(req), requestIdentity({ ...req, path: '/api/incidents/2' }));
+  t.not(requestIdentity(req), requestIdentity({ ...req, ifMatch: '"1-1"' }));
+  t.equal(requestIdentity({ ...req, body: undefined }), 'PUT\n/api/incidents/1\n\n', 'a DELETE has no body');
+});
