@@ -369,8 +369,10 @@ export const webhookDeliveries = pgTable(
     claimedBy: text('claimed_by'),
   },
   (t) => [
-    index('webhook_deliveries_due').on(t.state, t.nextAttemptAt),
+    // the sender: a webhook's due deliveries; the earlier ones of an incident; those claimed
+    index('webhook_deliveries_pending').on(t.webhookId, t.state, t.nextAttemptAt),
     index('webhook_deliveries_incident').on(t.webhookId, t.incidentId, t.id),
+    index('webhook_deliveries_claimed').on(t.claimedUntil),
   ],
 );
 

@@ -39,6 +39,7 @@ ALTER TABLE "webhook_attempts" ADD CONSTRAINT "webhook_attempts_delivery_id_webh
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_webhook_id_webhooks_id_fk" FOREIGN KEY ("webhook_id") REFERENCES "public"."webhooks"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "webhooks" ADD CONSTRAINT "webhooks_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "webhook_attempts_delivery" ON "webhook_attempts" USING btree ("delivery_id");--> statement-breakpoint
-CREATE INDEX "webhook_deliveries_due" ON "webhook_deliveries" USING btree ("state","next_attempt_at");--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_pending" ON "webhook_deliveries" USING btree ("webhook_id","state","next_attempt_at");--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_incident" ON "webhook_deliveries" USING btree ("webhook_id","incident_id","id");--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_claimed" ON "webhook_deliveries" USING btree ("claimed_until");--> statement-breakpoint
 CREATE INDEX "webhooks_user" ON "webhooks" USING btree ("user_id");

@@ -25,8 +25,9 @@ CREATE TABLE `webhook_deliveries` (
 	FOREIGN KEY (`webhook_id`) REFERENCES `webhooks`(`id`) ON UPDATE no action ON DELETE cascade
 );
 --> statement-breakpoint
-CREATE INDEX `webhook_deliveries_due` ON `webhook_deliveries` (`state`,`next_attempt_at`);--> statement-breakpoint
+CREATE INDEX `webhook_deliveries_pending` ON `webhook_deliveries` (`webhook_id`,`state`,`next_attempt_at`);--> statement-breakpoint
 CREATE INDEX `webhook_deliveries_incident` ON `webhook_deliveries` (`webhook_id`,`incident_id`,`id`);--> statement-breakpoint
+CREATE INDEX `webhook_deliveries_claimed` ON `webhook_deliveries` (`claimed_until`);--> statement-breakpoint
 CREATE TABLE `webhooks` (
 	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`user_id` integer NOT NULL,
