@@ -3,6 +3,7 @@
 import type { IdentityPort } from './identity.js';
 import type { IncidentStorePort } from './incidents.js';
 import type { OutboxPort } from './outbox.js';
+import type { WebhookStorePort } from './webhooks.js';
 
 export interface StorageHealth {
   ok: boolean;
@@ -15,6 +16,7 @@ export interface Storage {
   readonly incidents: IncidentStorePort;
   readonly identity: IdentityPort;
   readonly outbox: OutboxPort;
+  readonly webhooks: WebhookStorePort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

@@ -15,6 +15,7 @@ import { isPgUnavailable } from './errors.js';
 import { PgIdentity, type PgIdentityOptions } from './identity.js';
 import { PgIncidents } from './incidents.js';
 import { PgOutbox } from './outbox.js';
+import { PgWebhooks } from './webhooks.js';
 
 /** how long health() trusts its last answer */
 export const HEALTH_CACHE_MS = 1_000;
@@ -85,6 +86,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       identity: new PgIdentity(db, options.onCredentialsChanged ? { onCredentialsChanged: options.onCredentialsChanged } : {}),
       incidents: new PgIncidents(db, presence),
       outbox: new PgOutbox(db),
+      webhooks: new PgWebhooks(db),
       /** the last answer if younger than HEALTH_CACHE_MS; else one `SELECT 1`, shared by the callers meanwhile */
       health() {
         if (last && Date.now() - last.at < HEALTH_CACHE_MS) return last.health;

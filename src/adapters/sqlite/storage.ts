@@ -12,7 +12,8 @@ import { databaseAnswers, storageProbe } from './health.js';
 import { IdentityStore } from './identity.js';
 import { IncidentStore } from './incidents.js';
 import { PushStore } from './pushes.js';
-import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
+import { Gate, sqliteIdentity, sqliteOutbox, sqliteWebhooks } from './ports.js';
+import { WebhookStore } from './webhooks.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
 import { walSync, type DeferredSync } from './engine/wal-sync.js';
@@ -117,6 +118,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       identity: sqliteIdentity(identityStore, db.$client, gate),
       incidents: new SqliteIncidents(store, writes),
       outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
+      webhooks: sqliteWebhooks(new WebhookStore(db), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';
