@@ -20,6 +20,9 @@ import { IncidentService } from './services/incidents.js';
 import { PermissionService } from './services/permissions.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
+import { WebhookService } from './services/webhooks.js';
+import { WebhookSender, type SenderOptions } from './services/webhook-sender.js';
+import type { WebhookTransport } from './ports/webhooks.js';
 import { systemClock, type Clock } from './ports/clock.js';
 import type { Bus } from './ports/bus.js';
 import type { Presence } from './ports/presence.js';
@@ -50,6 +53,10 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'];
   hubOptions?: Partial<HubOptions>;
   throttle?: LoginThrottle;
+  /** how webhooks resolve, sign and send (main.ts: adapters/shared/webhook-http.ts) */
+  webhookTransport: WebhookTransport;
+  /** the webhook sender's settings, or false: this app sends none (its deliveries wait in the database) */
+  webhookSender?: Partial<SenderOptions> | false;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -208,6 +215,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   bus.subscribe('credentialsChanged', () => void hub.checkCredentials());
   const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
   const spec = loadSpec();
+  const webhookSender =
+    deps.webhookSender === false
+      ? null
+      : new WebhookSender(storage.webhooks, deps.webhookTransport, clock, app.log, {
+          nodeId: config.nodeId,
+          allowPrivate: config.webhookAllowPrivate,
+          ...(config.webhookRetryScheduleS ? { retryScheduleMs: config.webhookRetryScheduleS.map((s) => s * 1000) } : {}),
+          ...deps.webhookSender,
+        });
+  // an incident write may have written deliveries (incident.closed): a round now, not at the next poll
+  if (webhookSender) bus.subscribe('written', () => webhookSender.wake());
   const ctx: Context = {
     config,
     auth,
@@ -216,6 +234,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),
     sessions: new SessionService(identity, access, auth, clock),
+    webhooks: new WebhookService(storage.webhooks, deps.webhookTransport, clock, { allowPrivate: config.webhookAllowPrivate }),
+    webhookSender,
     presence,
     storage,
     log: app.log,
@@ -290,8 +310,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   };
   const sessionSweep = setInterval(sweepSessions, 3600_000).unref();
+  webhookSender?.start();
   app.addHook('preClose', async () => {
     clearInterval(sessionSweep);
+    await webhookSender?.stop();
     app.log.info(storage.stats(), 'write groups committed');
   });
   await bootstrapAdministrator(identity, { email: config.adminEmail, password: config.adminPassword }, app.log);

@@ -36,6 +36,10 @@ export interface Config {
   connectionsMax: number;
   /** open connections one client address may hold (behind a proxy: the proxy's) */
   connectionsPerAddressMax: number;
+  /** webhooks may use http and call private addresses (tests, a receiver on the same network) */
+  webhookAllowPrivate: boolean;
+  /** the delays before webhook retry 1, 2, … in seconds; null: the Standard Webhooks schedule */
+  webhookRetryScheduleS: number[] | null;
 }
 
 export class ConfigError extends Error {}
@@ -74,6 +78,16 @@ function databaseUrl(env: NodeJS.ProcessEnv): string | undefined {
   return raw;
 }
 
+function schedule(env: NodeJS.ProcessEnv, name: string): number[] | null {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return null;
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length > 50 || parts.some((p) => !/^\d{1,6}(\.\d{1,3})?$/.test(p))) {
+    throw new ConfigError(`${name} must be a comma-separated list of seconds (e.g. 5,300,1800), got "${raw}"`);
+  }
+  return parts.map(Number);
+}
+
 function nodeId(env: NodeJS.ProcessEnv): string {
   const raw = env.NODE_ID;
   if (raw === undefined || raw === '') return `${hostname()}-${process.pid}`;
@@ -106,5 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutS: int(env, 'REQUEST_TIMEOUT_S', 30, 1, 3600),
     connectionsMax: int(env, 'CONNECTIONS_MAX', 10_000, 1, 1_000_000),
     connectionsPerAddressMax: int(env, 'CONNECTIONS_PER_ADDRESS_MAX', 4096, 1, 1_000_000),
+    webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetryScheduleS: schedule(env, 'WEBHOOK_RETRY_SCHEDULE_S'),
   };
 }

@@ -13,6 +13,7 @@ import { MemoryPresence } from './adapters/memory/presence.js';
 import { postgresStorage } from './adapters/postgres/storage.js';
 import { PgBus } from './adapters/postgres/bus.js';
 import { PgPresence } from './adapters/postgres/presence.js';
+import { httpWebhookTransport } from './adapters/shared/webhook-http.js';
 
 interface Started {
   app: FastifyInstance;
@@ -66,7 +67,7 @@ async function onSqlite(config: Config): Promise<Started> {
   });
   // one node: the bus and presence live in this process
   const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
-  app = await buildApp({ config, storage, bus, presence: new MemoryPresence() });
+  app = await buildApp({ config, storage, bus, presence: new MemoryPresence(), webhookTransport: httpWebhookTransport() });
   return {
     app,
     failed: () => storageFailed,
@@ -104,6 +105,7 @@ async function onPostgres(config: Config, url: string): Promise<Started> {
     },
     bus,
     presence,
+    webhookTransport: httpWebhookTransport(),
   });
   return {
     app,

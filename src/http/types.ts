@@ -24,6 +24,7 @@ import type { CreateBody, EventAttributes, Incident, StatusReport, UpdateBody } 
 import type { EventView } from '../ports/incidents.js';
 import type { UserFields } from '../services/users.js';
 import type { DeviceFields } from '../services/devices.js';
+import type { WebhookBody } from '../services/webhooks.js';
 
 type Assignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type SameKeys<A, B> = Assignable<keyof A, keyof B>;
@@ -40,5 +41,6 @@ const domainIsTheSpec: [
   Same<Omit<UserFields, 'id'>, Schemas['UserFields']>,
   // id, status and lastUpdate in a device body are server-owned: accepted and ignored
   Same<DeviceFields, Omit<Schemas['DeviceWrite'], 'id' | 'status' | 'lastUpdate'>>,
-] = [true, true, true, true, true, true, true, true];
+  Same<WebhookBody, Schemas['WebhookWrite']>,
+] = [true, true, true, true, true, true, true, true, true];
 void domainIsTheSpec;

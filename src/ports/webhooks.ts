@@ -104,3 +104,30 @@ export interface WebhookStorePort {
   /** the lease released without an attempt (the sender stops) */
   release(claim: Pick<ClaimedDelivery, 'id' | 'claimedBy'>): Promise<void>;
 }
+
+/** one POST of a delivery */
+export interface WebhookRequest {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+  timeoutMs: number;
+  /** WEBHOOK_ALLOW_PRIVATE: any address may be connected to */
+  allowPrivate: boolean;
+}
+
+/** the receiver's answer, or why there was none */
+export type WebhookAnswer = { status: number; retryAfter: string | null } | { status: null; error: string };
+
+/** how webhooks reach the network: resolving a host (URL checks at creation), signing and sending */
+export interface WebhookTransport {
+  /** the addresses a host name resolves to (a literal address: itself) */
+  resolve(host: string): Promise<string[]>;
+  /**
+   * POSTs the body; never follows a redirect; gives up after timeoutMs. Unless allowPrivate, it
+   * connects only to a public address, checked on the very address it connects to (a name that
+   * resolves to another address since the webhook was created is refused, not called).
+   */
+  post(request: WebhookRequest): Promise<WebhookAnswer>;
+  /** the webhook-signature header: one `v1,<base64 HMAC-SHA256>` per secret, space-separated (Standard Webhooks) */
+  sign(secrets: readonly string[], msgId: string, at: Date, body: string): string;
+}

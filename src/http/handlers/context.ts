@@ -9,6 +9,8 @@ import type { IncidentService } from '../../services/incidents.js';
 import type { PermissionService } from '../../services/permissions.js';
 import type { SessionService } from '../../services/sessions.js';
 import type { UserService } from '../../services/users.js';
+import type { WebhookService } from '../../services/webhooks.js';
+import type { WebhookSender } from '../../services/webhook-sender.js';
 
 export interface Context {
   config: Config;
@@ -18,6 +20,9 @@ export interface Context {
   devices: DeviceService;
   permissions: PermissionService;
   sessions: SessionService;
+  webhooks: WebhookService;
+  /** null when this app sends no webhooks (AppDeps.webhookSender false) */
+  webhookSender: WebhookSender | null;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

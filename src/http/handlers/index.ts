@@ -9,6 +9,7 @@ import { IncidentHandlers } from './incidents.js';
 import { PermissionHandlers } from './permissions.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
+import { WebhookHandlers } from './webhooks.js';
 
 export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
@@ -17,6 +18,7 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
   const devices = new DeviceHandlers(ctx);
   const permissions = new PermissionHandlers(ctx);
   const health = new HealthHandlers(ctx);
+  const webhooks = new WebhookHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -48,5 +50,13 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottle): OperationH
     createPermission: permissions.createPermission,
     deletePermission: permissions.deletePermission,
     getHealth: health.getHealth,
+    listWebhooks: webhooks.listWebhooks,
+    createWebhook: webhooks.createWebhook,
+    getWebhook: webhooks.getWebhook,
+    updateWebhook: webhooks.updateWebhook,
+    deleteWebhook: webhooks.deleteWebhook,
+    rotateWebhookSecret: webhooks.rotateWebhookSecret,
+    listWebhookDeliveries: webhooks.listWebhookDeliveries,
+    redeliverWebhookDelivery: webhooks.redeliverWebhookDelivery,
   };
 }
