@@ -67,5 +67,5 @@ t.test('when any protected operation is called without credentials, then 401 pro
       checked++;
     }
   }
-  t.equal(checked, 26, 'every protected operation');
+  t.equal(checked, 34, 'every protected operation');
 });

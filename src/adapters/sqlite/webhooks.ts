@@ -19,11 +19,11 @@ import type { Db } from './db.js';
 
 const INSERT_DELIVERIES = `
   INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
-  SELECT w.id, 'msg_' || lower(hex(randomblob(16))), ?1, ?2, ?3, 'PENDING', 0, ?4, ?4
+  SELECT w.id, 'msg_' || lower(hex(randomblob(16))), @type, @incidentId, @payload, 'PENDING', 0, @at, @at
   FROM webhooks w JOIN users u ON u.id = w.user_id
-  WHERE w.enabled = 1 AND u.disabled = 0 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = ?1)
+  WHERE w.enabled = 1 AND u.disabled = 0 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = @type)
     AND (u.administrator = 1 OR EXISTS (
-      SELECT 1 FROM user_incidents ui WHERE ui.incident_id = ?2
+      SELECT 1 FROM user_incidents ui WHERE ui.incident_id = @incidentId
         AND (ui.user_id = w.user_id OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = w.user_id))))`;
 
 const WANTS = `SELECT 1 FROM webhooks w WHERE w.enabled = 1 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = ?) LIMIT 1`;
@@ -41,7 +41,7 @@ function prepared(sqlite: Database.Database) {
 
 /** the deliveries `event` causes, written in the caller's open transaction; how many */
 export function writeWebhookDeliveries(sqlite: Database.Database, event: WebhookEvent): number {
-  return prepared(sqlite).insert.run(event.type, event.incidentId, webhookBody(event), event.timestamp).changes;
+  return prepared(sqlite).insert.run({ type: event.type, incidentId: event.incidentId, payload: webhookBody(event), at: event.timestamp }).changes;
 }
 
 /** whether any enabled webhook subscribes to `type` (a cheap test before reading what an event needs) */
@@ -105,17 +105,17 @@ export class WebhookStore {
       ),
       dueWebhooks: p(
         `SELECT ${WEBHOOK_COLUMNS} FROM webhooks w WHERE w.enabled = 1 AND EXISTS (
-           SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= ?1
-             AND (d.claimed_until IS NULL OR d.claimed_until <= ?1))
-         ORDER BY w.id LIMIT ?2`,
+           SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= @now
+             AND (d.claimed_until IS NULL OR d.claimed_until <= @now))
+         ORDER BY w.id LIMIT @limit`,
       ),
       inFlight: p(`SELECT count(*) FROM webhook_deliveries WHERE webhook_id = ? AND state = 'PENDING' AND claimed_until > ?`).pluck(),
       due: p(
         `SELECT d.id, d.msg_id AS msgId, d.incident_id AS incidentId, d.payload, d.attempts, d.created_at AS createdAt
          FROM webhook_deliveries d
-         WHERE d.webhook_id = ?1 AND d.state = 'PENDING' AND d.next_attempt_at <= ?2 AND (d.claimed_until IS NULL OR d.claimed_until <= ?2)
+         WHERE d.webhook_id = @webhookId AND d.state = 'PENDING' AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.incident_id = d.incident_id AND e.id < d.id AND e.state = 'PENDING')
-         ORDER BY d.next_attempt_at, d.id LIMIT ?3`,
+         ORDER BY d.next_attempt_at, d.id LIMIT @limit`,
       ),
       take: p(`UPDATE webhook_deliveries SET claimed_until = ?, claimed_by = ? WHERE id = ?`),
       settle: p(
@@ -204,11 +204,11 @@ export class WebhookStore {
   claim(o: ClaimOptions): ClaimedDelivery[] {
     return this.relaxed(() => {
       const out: ClaimedDelivery[] = [];
-      for (const w of this.st.dueWebhooks.all(o.now, o.limit) as WebhookRow[]) {
+      for (const w of this.st.dueWebhooks.all({ now: o.now, limit: o.limit }) as WebhookRow[]) {
         const room = Math.min(o.perWebhook - (this.st.inFlight.get(w.id, o.now) as number), o.limit - out.length);
         if (room <= 0) continue;
         const secrets = signingSecrets(w, o.now);
-        for (const d of this.st.due.all(w.id, o.now, room) as Omit<ClaimedDelivery, 'webhookId' | 'url' | 'secrets' | 'claimedBy'>[]) {
+        for (const d of this.st.due.all({ webhookId: w.id, now: o.now, limit: room }) as Omit<ClaimedDelivery, 'webhookId' | 'url' | 'secrets' | 'claimedBy'>[]) {
           this.st.take.run(o.until, o.by, d.id);
           out.push({ ...d, webhookId: w.id, url: w.url, secrets, claimedBy: o.by });
         }
