@@ -248,9 +248,9 @@ export class PgOutbox implements OutboxPort {
    * EXPIRED. `more` is true when the step was full: call again (after a turn of the event loop)
    * until it is false. A row another transaction holds is skipped, and expired by a later sweep.
    */
-  async expireStep(cutoff: string, step = EXPIRY_STEP): Promise<{ expired: number; more: boolean }> {
+  async expireStep(cutoff: string, step = EXPIRY_STEP, at = new Date().toISOString()): Promise<{ expired: number; more: boolean }> {
     if (await webhooksWant(this.pool, 'incident.delivery')) {
-      const expired = await this.settledWithHooks(EXPIRE_RETURNING, [cutoff, step], 'EXPIRED', new Date().toISOString());
+      const expired = await this.settledWithHooks(EXPIRE_RETURNING, [cutoff, step], 'EXPIRED', at);
       return { expired, more: expired >= step };
     }
     const { rowCount } = await retrying(() => this.pool.query(EXPIRE, [cutoff, step]));

@@ -209,7 +209,7 @@ export class PushStore {
    * `more` is true when the step ended only because it was full: call again (after a turn of
    * the event loop) until it is false.
    */
-  expireStep(cutoff: string, step = EXPIRY_STEP): { expired: number; more: boolean } {
+  expireStep(cutoff: string, step = EXPIRY_STEP, at = new Date().toISOString()): { expired: number; more: boolean } {
     const floor = this.expiredThrough;
     const { expired, more, through } = this.sqlite.transaction(() => {
       const last = this.st.lastEvent.get() as number;
@@ -221,7 +221,7 @@ export class PushStore {
         through <= floor
           ? 0
           : webhooksWant(this.sqlite, 'incident.delivery')
-            ? this.deliveryHooks(this.st.expireReturning.all(floor, through, cutoff) as Settled[], 'EXPIRED', new Date().toISOString())
+            ? this.deliveryHooks(this.st.expireReturning.all(floor, through, cutoff) as Settled[], 'EXPIRED', at)
             : this.st.expire.run(floor, through, cutoff).changes;
       if (through > floor) this.st.setExpiredThrough.run(through);
       return { expired, more: young === undefined && end < last, through };

@@ -7,9 +7,10 @@ import type { Test } from 'tap';
 import { identityContract } from './identity.js';
 import { incidentStoreContract } from './incidents.js';
 import { outboxContract } from './outbox.js';
+import { webhookContract } from './webhooks.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, incidentStoreContract, outboxContract };
+export { identityContract, incidentStoreContract, outboxContract, webhookContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
@@ -17,4 +18,5 @@ export async function storageContract(t: Test, factory: StorageFactory): Promise
   await incidentStoreContract(t, factory);
   await outboxContract(t, factory);
   await identityContract(t, factory);
+  await webhookContract(t, factory);
 }
