@@ -663,11 +663,19 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
         };
-        /** @description The webhook as created, with its signing secret (shown this once). */
+        /** @description The webhook as created (the fields of `Webhook`), with its signing secret (shown this once). */
         WebhookCreated: {
+            id: components["schemas"]["Id"];
+            userId: components["schemas"]["Id"];
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            enabled: boolean;
+            disabledReason: null;
+            /** Format: date-time */
+            createdAt: string;
             /** @description The Standard Webhooks signing secret (`whsec_` and 32 random bytes in base64). Never returned again. */
             secret: string;
-        } & components["schemas"]["Webhook"];
+        };
         WebhookSecret: {
             /** @description The new signing secret, shown this once. */
             secret: string;
