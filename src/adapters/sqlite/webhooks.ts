@@ -127,6 +127,9 @@ export class WebhookStore {
       release: p(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE id = ? AND claimed_by = ?`),
     };
     this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
+    // One process serves an SQLite file: a lease found at start is a stopped process's, and
+    // its deliveries are due again now rather than when the lease would have ended.
+    this.sqlite.prepare(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE claimed_until IS NOT NULL`).run();
   }
 
   private atomically<T>(fn: () => T): T {
