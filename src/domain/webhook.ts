@@ -49,7 +49,6 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): UrlCheck {
   }
   if (url.username !== '' || url.password !== '') return { ok: false, reason: 'must not carry credentials (user:password@)' };
   if (url.hash !== '') return { ok: false, reason: 'must not have a fragment' };
-  if (url.hostname === '') return { ok: false, reason: 'must name a host' };
   const literal = hostAddress(url.hostname);
   if (literal !== null && !allowPrivate && !isPublicAddress(literal)) return { ok: false, reason: 'names an address that is not public' };
   return { ok: true, url };
@@ -178,7 +177,7 @@ export function afterAttempt(f: AttemptFacts): AttemptOutcome {
   if (f.status !== null && f.status >= 200 && f.status < 300) return { state: 'DELIVERED' };
   if (f.status === 410) return { state: 'FAILED', disableWebhook: true, why: 'the receiver answered 410 Gone' };
   const schedule = f.schedule && f.schedule.length > 0 ? f.schedule : DEFAULT_RETRY_SCHEDULE_MS;
-  const base = schedule[Math.min(f.attempts, schedule.length) - 1] ?? schedule[schedule.length - 1]!;
+  const base = schedule[Math.min(Math.max(f.attempts, 1), schedule.length) - 1]!;
   let delay = Math.round(base * (1 - JITTER + 2 * JITTER * f.random));
   const asked = f.status === 429 || (f.status !== null && f.status >= 500) ? retryAfterMs(f.retryAfter, f.now) : null;
   if (asked !== null) delay = Math.max(delay, Math.min(asked, RETRY_AFTER_MAX_MS));

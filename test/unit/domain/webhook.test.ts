@@ -85,3 +85,19 @@ t.test('when a body is built, then it is {type, timestamp, data} with incidentId
     data: { incidentId: 4, originId: 'CAD-4', deleted: false },
   });
 });
+
+t.test('when an address is in a reserved IPv4 block or an IPv6 block that carries or hides another, then it is not public; its neighbours are', async (t) => {
+  for (const ip of ['192.0.0.1', '192.0.2.1', '198.18.0.1', '198.19.1.1', '198.51.100.1', '203.0.113.1', 'fec0::1', '2001:0::1', '::ffff:1.2.3.999']) t.equal(isPublicAddress(ip), false, ip);
+  for (const ip of ['192.0.3.1', '192.1.0.1', '198.20.0.1', '198.51.101.1', '203.0.114.1', '203.1.113.1', '2001:470::1', '2001:4860:0:0:0:0:0:8888']) t.equal(isPublicAddress(ip), true, ip);
+});
+
+t.test('when a schedule or an age limit is given, then it is used; an empty schedule is the default one; Retry-After on a 4xx other than 429 is ignored', async (t) => {
+  const next = (o: ReturnType<typeof afterAttempt>) => (o.state === 'PENDING' ? Date.parse(o.nextAttemptAt) - base.now : -1);
+  t.equal(next(afterAttempt({ ...base, status: 500, attempts: 1, schedule: [1000, 2000] })), 1000);
+  t.equal(next(afterAttempt({ ...base, status: 500, attempts: 9, schedule: [1000, 2000] })), 2000, 'the last delay repeats');
+  t.equal(next(afterAttempt({ ...base, status: 500, attempts: 1, schedule: [] })), DEFAULT_RETRY_SCHEDULE_MS[0]);
+  t.equal(next(afterAttempt({ ...base, status: 400, retryAfter: '600', attempts: 1 })), 5000);
+  t.match(afterAttempt({ ...base, status: 500, attempts: 1, maxAgeMs: 1000 }), { state: 'FAILED' });
+  t.equal(retryAfterMs('2026-11-26', Date.parse('2026-11-25T00:00:00Z')), null, 'a date without a day name or month is not an HTTP date');
+  t.equal(retryAfterMs('Thu, 26 Nov 2026 09:00:00 GMT', Date.parse('2026-11-26T10:00:00Z')), 0, 'a date past is now');
+});
