@@ -576,7 +576,7 @@ export interface paths {
         };
         /**
          * The webhook's deliveries and their attempts
-         * @description Newest first, each with its state and every attempt (time, answer code or error).
+         * @description Newest first, each with its state and its attempts (time, answer code or error; the last 50 when there were more).
          */
         get: operations["listWebhookDeliveries"];
         put?: never;

@@ -23,6 +23,9 @@ import type { PgDb } from './db.js';
 
 type Queryable = pg.Pool | pg.PoolClient;
 
+/** the attempts a delivery listing shows, the last ones (as in SQLite) */
+const ATTEMPTS_LISTED = 50;
+
 const INSERT_DELIVERIES = `
   INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
   SELECT w.id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, 'PENDING', 0, $4, $4
@@ -156,7 +159,11 @@ export class PgWebhooks implements WebhookStorePort {
     if (rows.length === 0) return [];
     const ids = rows.map((r) => Number(r.id));
     const { rows: attempts } = await this.pool.query<AttemptRecord & { deliveryId: Num }>(
-      `SELECT delivery_id AS "deliveryId", at, status, error, duration_ms AS "durationMs" FROM webhook_attempts WHERE delivery_id = ANY($1::int8[]) ORDER BY id`,
+      `SELECT "deliveryId", at, status, error, "durationMs" FROM (
+         SELECT id, delivery_id AS "deliveryId", at, status, error, duration_ms AS "durationMs",
+                row_number() OVER (PARTITION BY delivery_id ORDER BY id DESC) AS n
+         FROM webhook_attempts WHERE delivery_id = ANY($1::int8[])
+       ) a WHERE n <= ${ATTEMPTS_LISTED} ORDER BY id`,
       [ids],
     );
     const by = new Map<number, AttemptRecord[]>();

@@ -51,6 +51,7 @@ export function httpWebhookTransport(): WebhookTransport {
     post(req: WebhookRequest): Promise<WebhookAnswer> {
       return new Promise((resolve) => {
         let done = false;
+        let timer: NodeJS.Timeout | undefined;
         const finish = (a: WebhookAnswer) => {
           if (done) return;
           done = true;
@@ -89,7 +90,7 @@ export function httpWebhookTransport(): WebhookTransport {
             res.on('error', answer);
           },
         );
-        const timer = setTimeout(() => {
+        timer = setTimeout(() => {
           request.destroy(new Error(`no answer within ${req.timeoutMs} ms`));
         }, req.timeoutMs);
         request.on('error', (err) => finish({ status: null, error: err instanceof NotPublic ? err.message : err.message || String(err) }));

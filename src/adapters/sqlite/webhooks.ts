@@ -26,6 +26,9 @@ const INSERT_DELIVERIES = `
       SELECT 1 FROM user_incidents ui WHERE ui.incident_id = @incidentId
         AND (ui.user_id = w.user_id OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = w.user_id))))`;
 
+/** the attempts a delivery listing shows, the last ones (a short retry schedule could make many) */
+export const ATTEMPTS_LISTED = 50;
+
 const WANTS = `SELECT 1 FROM webhooks w WHERE w.enabled = 1 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = ?) LIMIT 1`;
 
 const statements = new WeakMap<Database.Database, { insert: Database.Statement; wants: Database.Statement }>();
@@ -94,7 +97,9 @@ export class WebhookStore {
         `SELECT id, webhook_id AS webhookId, msg_id AS msgId, type, incident_id AS incidentId, state, created_at AS createdAt, next_attempt_at AS nextAttemptAt
          FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`,
       ),
-      attemptsOf: p(`SELECT delivery_id AS deliveryId, at, status, error, duration_ms AS durationMs FROM webhook_attempts WHERE delivery_id = ? ORDER BY id`),
+      attemptsOf: p(
+        `SELECT * FROM (SELECT id, delivery_id AS deliveryId, at, status, error, duration_ms AS durationMs FROM webhook_attempts WHERE delivery_id = ? ORDER BY id DESC LIMIT ${ATTEMPTS_LISTED}) ORDER BY id`,
+      ),
       redeliver: p(
         `INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
          SELECT webhook_id, msg_id, type, incident_id, payload, 'PENDING', 0, ?, ? FROM webhook_deliveries WHERE id = ? AND webhook_id = ?`,
@@ -185,7 +190,7 @@ export class WebhookStore {
   }
 
   private withAttempts(rows: Omit<DeliveryRecord, 'attempts'>[]): DeliveryRecord[] {
-    return rows.map((r) => ({ ...r, attempts: (this.st.attemptsOf.all(r.id) as (AttemptRecord & { deliveryId: number })[]).map(({ deliveryId: _, ...a }) => a) }));
+    return rows.map((r) => ({ ...r, attempts: (this.st.attemptsOf.all(r.id) as (AttemptRecord & { id: number; deliveryId: number })[]).map(({ id: _i, deliveryId: _d, ...a }) => a) }));
   }
 
   deliveries(webhookId: number, limit: number, offset: number): DeliveryRecord[] {
