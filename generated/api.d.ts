@@ -647,6 +647,7 @@ export interface components {
         /** @description Body of `POST /webhooks` and `PUT /webhooks/{id}`. `id`, `userId`, `createdAt`, `disabledReason` and `secret` are not accepted. */
         WebhookWrite: {
             url: string;
+            /** @description An event named twice counts once. */
             events: components["schemas"]["WebhookEventType"][];
             /** @description `true` when omitted. */
             enabled?: boolean;

@@ -75,7 +75,7 @@ export class WebhookService {
     const url = await this.checkUrl(body.url);
     const secret = newSecret();
     const max = this.settings.perUserMax ?? WEBHOOKS_PER_USER_MAX;
-    const created = await this.store.create(p.user.id, { url, events: body.events, enabled: body.enabled ?? true }, secret, this.clock.now().toISOString(), max);
+    const created = await this.store.create(p.user.id, { url, events: [...new Set(body.events)], enabled: body.enabled ?? true }, secret, this.clock.now().toISOString(), max);
     if (created === 'LIMIT') throw refuse.forbidden(`A user holds at most ${max} webhooks.`);
     return created;
   }
@@ -91,7 +91,7 @@ export class WebhookService {
   async update(p: Principal, id: number, body: WebhookBody): Promise<WebhookRecord> {
     await this.webhookFor(p, id, true);
     const url = await this.checkUrl(body.url);
-    const updated = await this.store.update(id, { url, events: body.events, enabled: body.enabled ?? true });
+    const updated = await this.store.update(id, { url, events: [...new Set(body.events)], enabled: body.enabled ?? true });
     if (!updated) throw refuse.notFound(`No webhook ${id}.`);
     return updated;
   }
