@@ -123,6 +123,25 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       t.equal(hookA.id, first[0]!.webhookId);
     });
 
+    t.test('when two nodes claim at the same moment, then no delivery is handed to both, and together they stay within perWebhook', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      await hook(w, cad.id, ['incident.response']);
+      await hook(w, cad.id, ['incident.response']);
+      for (let i = 0; i < 6; i++) {
+        const id = ok(t, await w.create(cad, `N-${i}`, [])).incident.id;
+        await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: `N-${i}`, timestamp: w.now(), data: {} });
+      }
+      const claims = await Promise.all(['node-a', 'node-b', 'node-c'].map((by) => w.storage.webhooks.claim(claimAt(1000, { by, perWebhook: 4 }))));
+      const ids = claims.flat().map((c) => c.id);
+      t.equal(new Set(ids).size, ids.length, 'every delivery to one node only');
+      const perHook = new Map<number, number>();
+      for (const c of claims.flat()) perHook.set(c.webhookId, (perHook.get(c.webhookId) ?? 0) + 1);
+      t.ok([...perHook.values()].every((n) => n <= 4), 'at most four of a webhook in flight');
+      const rest = await w.storage.webhooks.claim(claimAt(1001, { by: 'node-d', perWebhook: 100 }));
+      t.equal(ids.length + rest.length, 12, 'and none lost: the others are claimed later');
+    });
+
     t.test('when an attempt fails, then the delivery waits for its next attempt, attempts are listed, and a 410 disables the webhook until it is enabled again', async (t) => {
       const w = await world(t, factory);
       const cad = await w.user('CAD');
