@@ -14,6 +14,9 @@ import { afterAttempt, DEFAULT_RETRY_SCHEDULE_MS, DELIVERY_MAX_AGE_MS, type Atte
 import type { Clock } from '../ports/clock.js';
 import type { ClaimedDelivery, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
 
+/** the least time between two rounds started by wake() */
+export const WAKE_GAP_MS = 100;
+
 export interface SenderOptions {
   /** this node's name (the lease's holder) */
   nodeId: string;
@@ -48,6 +51,9 @@ export class WebhookSender {
   private stopped = false;
   private readonly inFlight = new Map<number, Promise<void>>();
   private claims = 0;
+  /** when the last round started, and when the next is due (Date.now()) */
+  private lastRound = 0;
+  private due = 0;
   /** figures for the log and metrics */
   readonly stats = { attempts: 0, delivered: 0, failed: 0, retried: 0, lost: 0 };
 
@@ -76,16 +82,25 @@ export class WebhookSender {
     this.schedule(0);
   }
 
-  /** a round soon (a unit of work wrote deliveries) */
+  /**
+   * A round soon (a unit of work may have written deliveries): at once if none ran within
+   * WAKE_GAP_MS, else when that gap is over, so a stream of writes (every incident write wakes
+   * it) costs at most one claim per gap.
+   */
   wake(): void {
-    if (!this.stopped && this.running === null) this.schedule(0);
+    if (this.stopped || this.running !== null) return;
+    const wait = Math.max(0, this.lastRound + WAKE_GAP_MS - Date.now());
+    if (this.timer && this.due <= Date.now() + wait) return;
+    this.schedule(wait);
   }
 
   private schedule(ms: number): void {
     if (this.stopped) return;
     if (this.timer) clearTimeout(this.timer);
+    this.due = Date.now() + ms;
     this.timer = setTimeout(() => {
       this.timer = null;
+      this.lastRound = Date.now();
       this.running = this.round()
         .catch((err: unknown) => {
           this.log.error({ err }, 'webhook deliveries could not be claimed; trying again');
