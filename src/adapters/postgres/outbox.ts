@@ -140,8 +140,27 @@ const SET_STATUSES = `
 type Num = string | number;
 const num = (v: Num | null | undefined): number => (v === null || v === undefined ? 0 : Number(v));
 
+/** how long PgOutbox trusts its last look at whether a webhook wants incident.delivery */
+export const WANTS_DELIVERY_TTL_MS = 1000;
+
 export class PgOutbox implements OutboxPort {
   private readonly pool: pg.Pool;
+  private wants: { at: number; value: Promise<boolean> } | null = null;
+
+  /**
+   * Whether an enabled webhook subscribes to incident.delivery, asked at most once a second (an
+   * ack is one statement; asking on each would add a round trip to every ack). A webhook
+   * created or enabled gets the deliveries of acks from a second later on.
+   */
+  private wantsDelivery(): Promise<boolean> {
+    const now = Date.now();
+    if (!this.wants || now - this.wants.at >= WANTS_DELIVERY_TTL_MS) {
+      const value = webhooksWant(this.pool, 'incident.delivery');
+      this.wants = { at: now, value };
+      value.catch(() => (this.wants = null));
+    }
+    return this.wants.value;
+  }
 
   constructor(db: PgDb) {
     this.pool = db.$client;
@@ -224,7 +243,7 @@ export class PgOutbox implements OutboxPort {
 
   /** cumulative: every pending push of this device with a pushId <= upTo becomes DELIVERED (none past its last push) */
   async ack(deviceId: number, upTo: number, at: string): Promise<number> {
-    if (await webhooksWant(this.pool, 'incident.delivery')) return this.settledWithHooks(ACK_RETURNING, [deviceId, upTo, at], 'DELIVERED', at);
+    if (await this.wantsDelivery()) return this.settledWithHooks(ACK_RETURNING, [deviceId, upTo, at], 'DELIVERED', at);
     const { rows } = await retrying(() => this.pool.query<{ delivered: number }>(ACK, [deviceId, upTo, at]));
     return rows[0]?.delivered ?? 0;
   }
@@ -249,7 +268,7 @@ export class PgOutbox implements OutboxPort {
    * until it is false. A row another transaction holds is skipped, and expired by a later sweep.
    */
   async expireStep(cutoff: string, step = EXPIRY_STEP, at = new Date().toISOString()): Promise<{ expired: number; more: boolean }> {
-    if (await webhooksWant(this.pool, 'incident.delivery')) {
+    if (await this.wantsDelivery()) {
       const expired = await this.settledWithHooks(EXPIRE_RETURNING, [cutoff, step], 'EXPIRED', at);
       return { expired, more: expired >= step };
     }

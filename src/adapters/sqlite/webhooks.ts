@@ -134,7 +134,12 @@ export class WebhookStore {
     this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
     // One process serves an SQLite file: a lease found at start is a stopped process's, and
     // its deliveries are due again now rather than when the lease would have ended.
-    this.sqlite.prepare(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE claimed_until IS NOT NULL`).run();
+    // A hint: a start that cannot write (a full disk) leaves the leases to run out.
+    try {
+      this.sqlite.prepare(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE claimed_until IS NOT NULL`).run();
+    } catch {
+      // the leases end by themselves
+    }
   }
 
   private atomically<T>(fn: () => T): T {
