@@ -548,6 +548,151 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhooks
+         * @description The caller's webhooks, ordered by id. `all=true` lists every user's for an administrator (ignored for other users). No secret is ever listed.
+         */
+        get: operations["listWebhooks"];
+        put?: never;
+        /**
+         * Create a webhook
+         * @description A webhook owned by the caller: the service POSTs the chosen `events` to `url`,
+         *     signed as Standard Webhooks says (headers `webhook-id`, `webhook-timestamp`,
+         *     `webhook-signature: v1,<base64 HMAC-SHA256>`; verify with any Standard Webhooks
+         *     library). An event is sent only for an incident the owner may see (linked to it,
+         *     or to a user it manages; administrators see every incident).
+         *
+         *     The answer carries the signing `secret` (`whsec_…`): it is shown here once and never
+         *     again (rotate it with `POST /webhooks/{id}/secret`). The service keeps it, since it
+         *     signs with it, in its database; it is never logged nor returned by any other
+         *     operation.
+         *
+         *     `url` must be `https` and resolve only to public addresses (checked here and again
+         *     before every attempt, so a name that later resolves to a private address is not
+         *     called); `http` and private addresses only when the service runs with
+         *     `WEBHOOK_ALLOW_PRIVATE=true`. A refused URL is a 400. Readonly users create none
+         *     (403); a user holds at most 20 webhooks (403).
+         */
+        post: operations["createWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Fetch one webhook
+         * @description Its owner or an administrator (403 for anyone else). No secret.
+         */
+        get: operations["getWebhook"];
+        /**
+         * Update a webhook
+         * @description Full replacement of `url`, `events` and `enabled` (omitted `enabled` is `true`), under the rules of `POST /webhooks`. Enabling a webhook that a `410 Gone` disabled clears `disabledReason`, and its pending deliveries are sent again. The secret is unchanged.
+         */
+        put: operations["updateWebhook"];
+        post?: never;
+        /**
+         * Delete a webhook
+         * @description The webhook and its deliveries are removed; nothing more is sent to it.
+         */
+        delete: operations["deleteWebhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate the signing secret
+         * @description A new secret, shown this once. For 24 hours (until `previousSecretExpiresAt`) every
+         *     delivery is signed with both the new and the previous secret (two `v1,…`
+         *     signatures in `webhook-signature`, space-separated), so the receiver can switch
+         *     without losing a delivery; then with the new one only. A rotation within those 24
+         *     hours drops the oldest secret.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The webhook's deliveries and their attempts
+         * @description Newest first, each with its state and its attempts (time, answer code or error; the last 50 when there were more).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/webhooks/{id}/deliveries/{deliveryId}/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+                /** @description The delivery to send again, in decimal digits. */
+                deliveryId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery again
+         * @description A new delivery with the same body and the same `webhook-id` (a receiver that already handled it can drop it by that id), sent as soon as the ones before it for the same incident are done, and retried like any other. Not for a readonly user (403).
+         */
+        post: operations["redeliverWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health": {
         parameters: {
             query?: never;
@@ -606,6 +751,86 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description `incident.delivery`: a push reached a device (`state: DELIVERED`) or expired
+         *     undelivered (`EXPIRED`). `incident.response`: a responder answered (DESIGN section
+         *     10). `incident.closed`: the incident was closed, or deleted while open
+         *     (`deleted: true`). Each event's `data` carries `incidentId` and `originId`.
+         * @enum {string}
+         */
+        WebhookEventType: "incident.delivery" | "incident.response" | "incident.closed";
+        /** @description Body of `POST /webhooks` and `PUT /webhooks/{id}`. `id`, `userId`, `createdAt`, `disabledReason` and `secret` are not accepted. */
+        WebhookWrite: {
+            url: string;
+            /** @description An event named twice counts once. */
+            events: components["schemas"]["WebhookEventType"][];
+            /** @description `true` when omitted. */
+            enabled?: boolean;
+        };
+        Webhook: {
+            id: components["schemas"]["Id"];
+            /** @description Its owner (server-owned, the creating user). */
+            userId: components["schemas"]["Id"];
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            enabled: boolean;
+            /** @description Why the service disabled it (the receiver answered `410 Gone`); null otherwise. */
+            disabledReason: string | null;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        /** @description The webhook as created (the fields of `Webhook`), with its signing secret (shown this once). */
+        WebhookCreated: {
+            id: components["schemas"]["Id"];
+            userId: components["schemas"]["Id"];
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            enabled: boolean;
+            disabledReason: null;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The Standard Webhooks signing secret (`whsec_` and 32 random bytes in base64). Never returned again. */
+            secret: string;
+        };
+        WebhookSecret: {
+            /** @description The new signing secret, shown this once. */
+            secret: string;
+            /**
+             * Format: date-time
+             * @description Until then deliveries carry a second signature made with the previous secret.
+             */
+            previousSecretExpiresAt: string;
+        };
+        WebhookAttempt: {
+            /** Format: date-time */
+            at: string;
+            /** @description The receiver's HTTP status; null when there was no answer (see `error`). */
+            status: number | null;
+            /** @description Why there was no answer: a timeout (10 s), a refused connection, an address that is not public, … */
+            error: string | null;
+            durationMs: number;
+        };
+        WebhookDelivery: {
+            id: components["schemas"]["Id"];
+            webhookId: components["schemas"]["Id"];
+            /** @description The `webhook-id` header of every attempt (a redelivery keeps it). */
+            webhookMessageId: string;
+            type: components["schemas"]["WebhookEventType"];
+            incidentId: components["schemas"]["Id"];
+            /**
+             * @description `PENDING` until an attempt is answered 2xx (`DELIVERED`); `FAILED` after 24 h of retries, or once the receiver answered `410 Gone`.
+             * @enum {string}
+             */
+            state: "PENDING" | "DELIVERED" | "FAILED";
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When the next attempt is due (null once settled).
+             */
+            nextAttemptAt: string | null;
+            attempts: components["schemas"]["WebhookAttempt"][];
+        };
         /** Format: int64 */
         Id: number;
         /** Format: date-time */
@@ -2243,6 +2468,255 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhooks: {
+        parameters: {
+            query?: {
+                /** @description Administrators get every user's webhooks. Ignored for other users. */
+                all?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhooks. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookWrite"];
+            };
+        };
+        responses: {
+            /** @description The webhook, with its secret (shown this once). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookCreated"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookWrite"];
+            };
+        };
+        responses: {
+            /** @description The webhook. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new secret. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecret"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeliverWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+                /** @description The delivery to send again, in decimal digits. */
+                deliveryId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new delivery, queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDelivery"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -63,6 +63,9 @@ const TABLES: PgTable[] = [
   pgSchema.tokens,
   pgSchema.sessions,
   pgSchema.idempotencyKeys,
+  pgSchema.webhooks,
+  pgSchema.webhookDeliveries,
+  pgSchema.webhookAttempts,
 ];
 /** copied, but rows the migrations may write themselves: not counted when the target is checked empty */
 const NOT_DATA = new Set(['push_expiry']);

@@ -24,6 +24,9 @@ import { ResponseService } from './services/responses.js';
 import { DEFAULT_RETENTION, RetentionSweeper, type RetentionOptions } from './services/retention.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
+import { WebhookService } from './services/webhooks.js';
+import { WebhookSender, type SenderOptions } from './services/webhook-sender.js';
+import type { WebhookTransport } from './ports/webhooks.js';
 import { systemClock, type Clock } from './ports/clock.js';
 import type { Bus } from './ports/bus.js';
 import type { Presence } from './ports/presence.js';
@@ -72,6 +75,10 @@ export interface AppDeps {
   throttleOptions?: ThrottleOptions;
   /** the retention sweeper's options over those the config gives (tests: a short interval, small batches) */
   retention?: Partial<RetentionOptions>;
+  /** how webhooks resolve, sign and send (main.ts: adapters/shared/webhook-http.ts) */
+  webhookTransport: WebhookTransport;
+  /** the webhook sender's settings, or false: this app sends none (its deliveries wait in the database) */
+  webhookSender?: Partial<SenderOptions> | false;
 }
 
 /** pino options: request ids, and no credential ever written to the log */
@@ -251,6 +258,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // device answers on the socket go through the same service as POST /incidents/{id}/responses
   hub.answerWith((deviceId, input) => responses.respond(deviceId, input));
   const spec = loadSpec();
+  const webhookSender =
+    deps.webhookSender === false
+      ? null
+      : new WebhookSender(storage.webhooks, deps.webhookTransport, clock, app.log, {
+          nodeId: config.nodeId,
+          allowPrivate: config.webhookAllowPrivate,
+          ...(config.webhookRetryScheduleS ? { retryScheduleMs: config.webhookRetryScheduleS.map((s) => s * 1000) } : {}),
+          ...deps.webhookSender,
+        });
+  // an incident write may have written deliveries (incident.closed): a round now, not at the next poll
+  if (webhookSender) bus.subscribe('written', () => webhookSender.wake());
   const ctx: Context = {
     config,
     auth,
@@ -261,6 +279,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     responses,
     sessions: new SessionService(identity, access, auth, clock),
     operations: new OperationsService(metrics, config.metricsToken),
+    webhooks: new WebhookService(storage.webhooks, deps.webhookTransport, clock, { allowPrivate: config.webhookAllowPrivate }),
+    webhookSender,
     presence,
     storage,
     log: app.log,
@@ -376,8 +396,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     );
   };
   const keySweep = setInterval(sweepKeys, IDEMPOTENCY_SWEEP_MS).unref();
+  webhookSender?.start();
   app.addHook('preClose', async () => {
     clearInterval(keySweep);
+    await webhookSender?.stop();
     await retention.stop();
     app.log.info(storage.stats(), 'write groups committed');
   });

@@ -44,6 +44,10 @@ export interface Config {
   metricsToken: string | undefined;
   /** how long an Idempotency-Key and its answer are kept (hours), then swept */
   idempotencyTtlH: number;
+  /** webhooks may use http and call private addresses (tests, a receiver on the same network) */
+  webhookAllowPrivate: boolean;
+  /** the delays before webhook retry 1, 2, … in seconds; null: the Standard Webhooks schedule */
+  webhookRetryScheduleS: number[] | null;
 }
 
 export class ConfigError extends Error {}
@@ -80,6 +84,16 @@ function databaseUrl(env: NodeJS.ProcessEnv): string | undefined {
   if (raw === undefined || raw === '') return undefined;
   if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError('DATABASE_URL must be a postgres:// URL (unset: the SQLite file at DATABASE_PATH)');
   return raw;
+}
+
+function schedule(env: NodeJS.ProcessEnv, name: string): number[] | null {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return null;
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length > 50 || parts.some((p) => !/^\d{1,6}(\.\d{1,3})?$/.test(p))) {
+    throw new ConfigError(`${name} must be a comma-separated list of seconds (e.g. 5,300,1800), got "${raw}"`);
+  }
+  return parts.map(Number);
 }
 
 function nodeId(env: NodeJS.ProcessEnv): string {
@@ -126,5 +140,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     retentionIntervalS: int(env, 'RETENTION_INTERVAL_S', 300, 1, 86400),
     metricsToken: metricsToken(env),
     idempotencyTtlH: int(env, 'IDEMPOTENCY_TTL_H', 24, 1, 24 * 365),
+    webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetryScheduleS: schedule(env, 'WEBHOOK_RETRY_SCHEDULE_S'),
   };
 }

@@ -15,6 +15,7 @@ import { PgBus } from './adapters/postgres/bus.js';
 import { PgPresence } from './adapters/postgres/presence.js';
 import { prometheusMetrics } from './adapters/prometheus/metrics.js';
 import type { Metrics } from './ports/metrics.js';
+import { httpWebhookTransport } from './adapters/shared/webhook-http.js';
 
 interface Started {
   app: FastifyInstance;
@@ -68,7 +69,7 @@ async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
   });
   // one node: the bus and presence live in this process
   const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
-  app = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics });
+  app = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics, webhookTransport: httpWebhookTransport() });
   return {
     app,
     failed: () => storageFailed,
@@ -107,6 +108,7 @@ async function onPostgres(config: Config, url: string, metrics: Metrics): Promis
     },
     bus,
     presence,
+    webhookTransport: httpWebhookTransport(),
   });
   return {
     app,

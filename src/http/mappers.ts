@@ -1,6 +1,7 @@
 // Records -> API shapes. Whitelists: a column added to a table never leaks by accident, and
 // the password hash has no path out.
 import type { DeviceRecord, UserRecord } from '../ports/identity.js';
+import type { DeliveryRecord, WebhookRecord } from '../ports/webhooks.js';
 import type { Schemas } from './types.js';
 
 function json(text: string): Record<string, unknown> {
@@ -51,5 +52,24 @@ export function publicDevice(d: DeviceRecord, online: ReadonlySet<number>): Sche
     lastUpdate: d.lastUpdate,
     disabled: d.disabled,
     attributes: json(d.attributes),
+  };
+}
+
+/** a webhook as the API shows it: never a secret */
+export function publicWebhook(w: WebhookRecord): Schemas['Webhook'] {
+  return { id: w.id, userId: w.userId, url: w.url, events: w.events, enabled: w.enabled, disabledReason: w.disabledReason, createdAt: w.createdAt };
+}
+
+export function publicDelivery(d: DeliveryRecord): Schemas['WebhookDelivery'] {
+  return {
+    id: d.id,
+    webhookId: d.webhookId,
+    webhookMessageId: d.msgId,
+    type: d.type,
+    incidentId: d.incidentId,
+    state: d.state,
+    createdAt: d.createdAt,
+    nextAttemptAt: d.state === 'PENDING' ? d.nextAttemptAt : null,
+    attempts: d.attempts.map((a) => ({ at: a.at, status: a.status, error: a.error, durationMs: a.durationMs })),
   };
 }

@@ -25,6 +25,7 @@ import type { EventView } from '../ports/incidents.js';
 import type { AssignmentStatus, Responder, ResponseResult, ResponseStatus } from '../domain/response.js';
 import type { UserFields } from '../services/users.js';
 import type { DeviceFields } from '../services/devices.js';
+import type { WebhookBody } from '../services/webhooks.js';
 
 type Assignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type SameKeys<A, B> = Assignable<keyof A, keyof B>;
@@ -48,5 +49,6 @@ const domainIsTheSpec: [
   SameKeys<Responder, Schemas['Responder']>,
   SameKeys<Responder['delivery'], Schemas['Responder']['delivery']>,
   SameKeys<Required<Responder['response']['times']>, Required<Schemas['Responder']['response']['times']>>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+  Same<WebhookBody, Schemas['WebhookWrite']>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 void domainIsTheSpec;

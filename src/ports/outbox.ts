@@ -30,8 +30,8 @@ export interface OutboxPort {
   ack(deviceId: number, upTo: number, at: string): Promise<number>;
   /** the oldest push sent up to `sentUpTo` and not acknowledged */
   oldestUnacked(deviceId: number, sentUpTo: number): Promise<{ id: number; lastSentAt: string | null } | undefined>;
-  /** one step of the TTL sweep: pushes pending since before `cutoff` become EXPIRED */
-  expireStep(cutoff: string, step?: number): Promise<{ expired: number; more: boolean }>;
+  /** one step of the TTL sweep: pushes pending since before `cutoff` become EXPIRED (at `at`: their incident.delivery webhooks' time) */
+  expireStep(cutoff: string, step?: number, at?: string): Promise<{ expired: number; more: boolean }>;
   setStatuses(rows: readonly { deviceId: number; status: 'online' | 'offline'; at: string | null }[]): Promise<void>;
   /** at start: no device is online (a crash left some rows saying so) */
   resetPresence(): Promise<void>;

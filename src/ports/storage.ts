@@ -6,6 +6,7 @@ import type { OutboxPort } from './outbox.js';
 import type { ResponseStorePort } from './responses.js';
 import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 import type { RetentionPort } from './retention.js';
+import type { WebhookStorePort } from './webhooks.js';
 
 export interface StorageHealth {
   ok: boolean;
@@ -21,6 +22,7 @@ export interface Storage {
   readonly responses: ResponseStorePort;
   /** what the retention sweeper removes, a batch at a time (services/retention.ts) */
   readonly retention: RetentionPort;
+  readonly webhooks: WebhookStorePort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

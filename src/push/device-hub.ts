@@ -780,7 +780,8 @@ export class DeviceHub implements PushHub {
   expire(): void {
     if (this.expiring || this.closed) return;
     this.expiring = true;
-    const cutoff = new Date(this.clock.now().getTime() - this.opts.ttlMs).toISOString();
+    const now = this.clock.now();
+    const cutoff = new Date(now.getTime() - this.opts.ttlMs).toISOString();
     let expired = 0;
     const done = () => {
       this.expiring = false;
@@ -789,7 +790,7 @@ export class DeviceHub implements PushHub {
     const step = async () => {
       try {
         if (!this.closed) {
-          const r = await this.store.expireStep(cutoff);
+          const r = await this.store.expireStep(cutoff, undefined, now.toISOString());
           expired += r.expired;
           this.metrics.pushes('expired', r.expired);
           if (r.more) {

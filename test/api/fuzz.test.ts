@@ -38,6 +38,8 @@ const CHALLENGE = 'Basic realm="api", Bearer';
 const VALID_MAY_BE_400: Record<string, string> = {
   createSessionToken: '`expiration` in the past',
   revokeSessionToken: 'unknown token',
+  createWebhook: 'a URL that is not https or does not resolve to public addresses (DESIGN section 11)',
+  updateWebhook: 'a URL that is not https or does not resolve to public addresses (DESIGN section 11)',
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -260,6 +262,8 @@ function build(op: Operation, c: Case, w: FuzzWorld, db: Db): Built {
   if (op.path.includes('{id}')) {
     const id = target && op.id === 'updateIncident' && c.bodyMode === 'valid' && c.pick % 4 !== 0 ? target.id : c.pathId.value;
     path = path.replace('{id}', String(id));
+    // a second path parameter (a webhook's {deliveryId}) takes the same value
+    path = path.replace(/\{[A-Za-z]+\}/g, String(c.pathId.value));
   }
   const qs: string[] = [];
   for (const [k, v] of Object.entries(c.query)) if (v !== undefined) qs.push(`${enc(k)}=${enc(queryValue(v.value))}`);

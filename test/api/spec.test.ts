@@ -67,5 +67,5 @@ t.test('when any protected operation is called without credentials, then 401 pro
       checked++;
     }
   }
-  t.equal(checked, 29, 'every protected operation (the two of responses and the metrics, 2026-11-26, included)');
+  t.equal(checked, 37, 'every protected operation (responses, metrics and webhooks, 2026-11-26, included)');
 });

@@ -62,6 +62,18 @@ import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
+import { writeWebhookDeliveries } from './webhooks.js';
+
+/** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
+function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
+  return writeWebhookDeliveries(c, {
+    type: 'incident.closed',
+    incidentId: incident.id,
+    originId: incident.originId,
+    timestamp: now,
+    data: { timeClosed: incident.timeClosed ?? now, deleted },
+  });
+}
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
 export const MAX_RETRIES = 3;
@@ -467,6 +479,8 @@ export class PgIncidents implements IncidentStorePort {
     const stored = current!.incident;
     if (decision.write === 'delete') {
       await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
+      // an open incident deleted is closed for the CAD; its links go with the row, so first
+      if (stored.status !== 'CLOSED') await closedHook(c, stored, now, true);
       await this.writeCallsigns(c, stored.id, stored.resources, []);
       await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
       // the events last, as for every write: they lock the devices (writeEvents)
@@ -486,6 +500,7 @@ export class PgIncidents implements IncidentStorePort {
     if (incident.originId === stored.originId) await c.query(UPDATE, [...values, version, stored.id]);
     else await c.query(UPDATE_AND_MOVE, [...values, version, incident.originId, stored.id]);
     if (!sameList(stored.resources, incident.resources)) await this.writeCallsigns(c, stored.id, stored.resources, incident.resources);
+    if (stored.status !== 'CLOSED' && incident.status === 'CLOSED') await closedHook(c, incident, now, false);
     return await this.finish(c, decision.plan, version, now, read);
   }
 

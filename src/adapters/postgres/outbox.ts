@@ -25,6 +25,7 @@ import type pg from 'pg';
 import type { PgDb } from './db.js';
 import { isRetryable } from './errors.js';
 import type { OutboxPort, PushRow } from '../../ports/outbox.js';
+import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
 
 export type { PushRow };
 
@@ -106,6 +107,31 @@ const EXPIRE = `
     ORDER BY event_time LIMIT $2 FOR UPDATE SKIP LOCKED
   )) AND state = 'PENDING'`;
 
+/** ACK and EXPIRE returning what they settled, for the incident.delivery webhooks (run in a transaction with their deliveries) */
+const ACK_RETURNING = ACK.replace('RETURNING 1\n  ),\n  raised', `RETURNING id, type, device_id, incident_id, attributes, version_id
+  ),
+  raised`).replace(
+  'SELECT (SELECT count(*)::int FROM delivered) AS delivered, (SELECT count(*)::int FROM raised) AS raised',
+  `SELECT d.id, d.type, d.device_id AS "deviceId", d.incident_id AS "incidentId", d.attributes, v.incident::jsonb->>'originId' AS "originId",
+          (SELECT count(*)::int FROM raised) AS raised
+   FROM delivered d JOIN incident_versions v ON v.id = d.version_id`,
+);
+const EXPIRE_RETURNING = `WITH expired AS (${EXPIRE.trim()} RETURNING id, type, device_id, incident_id, attributes, version_id)
+  SELECT e.id, e.type, e.device_id AS "deviceId", e.incident_id AS "incidentId", e.attributes, v.incident::jsonb->>'originId' AS "originId"
+  FROM expired e JOIN incident_versions v ON v.id = e.version_id`;
+
+if (ACK_RETURNING === ACK) throw new Error('ACK_RETURNING was not derived from ACK');
+
+/** a push settled, as its webhook delivery needs it */
+interface Settled {
+  id: Num;
+  type: string;
+  deviceId: Num;
+  incidentId: Num;
+  attributes: string;
+  originId: string | null;
+}
+
 const SET_STATUSES = `
   UPDATE devices d SET status = v.status, last_update = coalesce(v.at, d.last_update)
   FROM unnest($1::bigint[], $2::text[], $3::text[]) AS v(id, status, at)
@@ -114,8 +140,27 @@ const SET_STATUSES = `
 type Num = string | number;
 const num = (v: Num | null | undefined): number => (v === null || v === undefined ? 0 : Number(v));
 
+/** how long PgOutbox trusts its last look at whether a webhook wants incident.delivery */
+export const WANTS_DELIVERY_TTL_MS = 1000;
+
 export class PgOutbox implements OutboxPort {
   private readonly pool: pg.Pool;
+  private wants: { at: number; value: Promise<boolean> } | null = null;
+
+  /**
+   * Whether an enabled webhook subscribes to incident.delivery, asked at most once a second (an
+   * ack is one statement; asking on each would add a round trip to every ack). A webhook
+   * created or enabled gets the deliveries of acks from a second later on.
+   */
+  private wantsDelivery(): Promise<boolean> {
+    const now = Date.now();
+    if (!this.wants || now - this.wants.at >= WANTS_DELIVERY_TTL_MS) {
+      const value = webhooksWant(this.pool, 'incident.delivery');
+      this.wants = { at: now, value };
+      value.catch(() => (this.wants = null));
+    }
+    return this.wants.value;
+  }
 
   constructor(db: PgDb) {
     this.pool = db.$client;
@@ -162,8 +207,43 @@ export class PgOutbox implements OutboxPort {
     await retrying(() => this.pool.query('UPDATE events SET attempts = attempts + 1, last_sent_at = $2 WHERE id = ANY($1::bigint[])', [eventIds, at]));
   }
 
+  /**
+   * The statement run in a transaction with the incident.delivery webhook deliveries of the
+   * pushes it settled (one per push; none when no webhook wants them). How many pushes.
+   */
+  private async settledWithHooks(sql: string, values: unknown[], state: 'DELIVERED' | 'EXPIRED', at: string): Promise<number> {
+    return retrying(async () => {
+      const c = await this.pool.connect();
+      let broken: Error | undefined;
+      try {
+        await c.query('BEGIN');
+        try {
+          const { rows } = await c.query<Settled>(sql, values);
+          for (const e of rows) {
+            const attributes = JSON.parse(e.attributes) as { callsign?: string };
+            await writeWebhookDeliveries(c, {
+              type: 'incident.delivery',
+              incidentId: num(e.incidentId),
+              originId: e.originId ?? '',
+              timestamp: at,
+              data: { deviceId: num(e.deviceId), callsign: attributes.callsign ?? null, eventId: num(e.id), eventType: e.type, state },
+            });
+          }
+          await c.query('COMMIT');
+          return rows.length;
+        } catch (err) {
+          await c.query('ROLLBACK').catch((e: unknown) => (broken = e instanceof Error ? e : new Error(String(e))));
+          throw err;
+        }
+      } finally {
+        c.release(broken);
+      }
+    });
+  }
+
   /** cumulative: every pending push of this device with a pushId <= upTo becomes DELIVERED (none past its last push) */
   async ack(deviceId: number, upTo: number, at: string): Promise<number> {
+    if (await this.wantsDelivery()) return this.settledWithHooks(ACK_RETURNING, [deviceId, upTo, at], 'DELIVERED', at);
     const { rows } = await retrying(() => this.pool.query<{ delivered: number }>(ACK, [deviceId, upTo, at]));
     return rows[0]?.delivered ?? 0;
   }
@@ -187,7 +267,11 @@ export class PgOutbox implements OutboxPort {
    * EXPIRED. `more` is true when the step was full: call again (after a turn of the event loop)
    * until it is false. A row another transaction holds is skipped, and expired by a later sweep.
    */
-  async expireStep(cutoff: string, step = EXPIRY_STEP): Promise<{ expired: number; more: boolean }> {
+  async expireStep(cutoff: string, step = EXPIRY_STEP, at = new Date().toISOString()): Promise<{ expired: number; more: boolean }> {
+    if (await this.wantsDelivery()) {
+      const expired = await this.settledWithHooks(EXPIRE_RETURNING, [cutoff, step], 'EXPIRED', at);
+      return { expired, more: expired >= step };
+    }
     const { rowCount } = await retrying(() => this.pool.query(EXPIRE, [cutoff, step]));
     const expired = rowCount ?? 0;
     return { expired, more: expired >= step };

@@ -26,6 +26,8 @@ import type { EventView } from '../../ports/incidents.js';
 import type { DecideResponse, ResponseOutcome, ResponseStorePort } from '../../ports/responses.js';
 import { incidentOf, selectList } from '../shared/incident-rows.js';
 import type { PgDb } from './db.js';
+import { writeWebhookDeliveries } from './webhooks.js';
+import { responseWebhookEvent } from '../shared/response-webhook.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { MAX_RETRIES } from './incidents.js';
 
@@ -134,7 +136,8 @@ export class PgResponses implements ResponseStorePort {
         )
       ).rows;
       const view: EventView = { id: Number(event!.id), type: 'incidentResponse', eventTime: now, deviceId, incidentId, attributes, state: 'DELIVERED', attempts: 0 };
-      // (the webhooks' incident.response deliveries belong here, in this transaction)
+      // the webhooks' incident.response deliveries, in this transaction (an outbox: DESIGN section 11)
+      await writeWebhookDeliveries(c, responseWebhookEvent(incident!, view, decision.state.times[input.status] ?? now));
       return { result, events: [view], incident, repeat: false };
     });
   }

@@ -383,3 +383,62 @@ export const loginKnown = pgTable(
   },
   (t) => [index('login_known_at').on(t.at)],
 );
+
+/** Webhooks to the CAD, as in SQLite (sqlite/schema.ts says how the secret is kept). */
+export const webhooks = pgTable(
+  'webhooks',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    userId: id('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    url: text('url').notNull(),
+    events: text('events').notNull(),
+    enabled: boolean('enabled').notNull().default(true),
+    disabledReason: text('disabled_reason'),
+    secret: text('secret').notNull(),
+    previousSecret: text('previous_secret'),
+    previousSecretUntil: text('previous_secret_until'),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [index('webhooks_user').on(t.userId)],
+);
+
+/**
+ * The webhook outbox, as in SQLite. Ids commit out of order here: the order per incident is by
+ * id, which is the commit order for deliveries written under the incident's row lock.
+ */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    webhookId: id('webhook_id').notNull().references(() => webhooks.id, { onDelete: 'cascade' }),
+    msgId: text('msg_id').notNull(),
+    type: text('type').notNull(),
+    incidentId: id('incident_id').notNull(),
+    payload: text('payload').notNull(),
+    state: text('state', { enum: ['PENDING', 'DELIVERED', 'FAILED'] }).notNull().default('PENDING'),
+    attempts: integer('attempts').notNull().default(0),
+    createdAt: text('created_at').notNull(),
+    nextAttemptAt: text('next_attempt_at'),
+    claimedUntil: text('claimed_until'),
+    claimedBy: text('claimed_by'),
+  },
+  (t) => [
+    // the sender: a webhook's due deliveries; the earlier ones of an incident; those claimed
+    index('webhook_deliveries_pending').on(t.webhookId, t.state, t.nextAttemptAt),
+    index('webhook_deliveries_incident').on(t.webhookId, t.incidentId, t.id),
+    index('webhook_deliveries_claimed').on(t.claimedUntil),
+  ],
+);
+
+export const webhookAttempts = pgTable(
+  'webhook_attempts',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    deliveryId: id('delivery_id').notNull().references(() => webhookDeliveries.id, { onDelete: 'cascade' }),
+    at: text('at').notNull(),
+    status: integer('status'),
+    error: text('error'),
+    durationMs: integer('duration_ms').notNull(),
+  },
+  (t) => [index('webhook_attempts_delivery').on(t.deliveryId)],
+);

@@ -18,6 +18,7 @@ import { PgOutbox } from './outbox.js';
 import { PgResponses } from './responses.js';
 import { PgLoginThrottle } from './login-throttle.js';
 import { pgRetention } from './retention.js';
+import { PgWebhooks } from './webhooks.js';
 
 /** how long health() trusts its last answer */
 export const HEALTH_CACHE_MS = 1_000;
@@ -93,6 +94,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       outbox: new PgOutbox(db),
       responses: new PgResponses(db),
       retention: pgRetention(db),
+      webhooks: new PgWebhooks(db),
       /** the last answer if younger than HEALTH_CACHE_MS; else one `SELECT 1`, shared by the callers meanwhile */
       health() {
         if (last && Date.now() - last.at < HEALTH_CACHE_MS) return last.health;

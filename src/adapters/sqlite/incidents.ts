@@ -13,6 +13,7 @@ import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared
 import { utc } from '../../domain/time.js';
 import { assignmentChanges } from '../../domain/response.js';
 import { answerOf, replayOf, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
+import { writeWebhookDeliveries } from './webhooks.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
@@ -26,6 +27,17 @@ interface StoredRow extends IncidentRow {
 }
 
 const toIncident = incidentOf;
+
+/** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
+function closedHook(sqlite: Database.Database, incident: Incident, now: string, deleted: boolean): void {
+  writeWebhookDeliveries(sqlite, {
+    type: 'incident.closed',
+    incidentId: incident.id,
+    originId: incident.originId,
+    timestamp: now,
+    data: { timeClosed: incident.timeClosed ?? now, deleted },
+  });
+}
 
 /** an incident as stored, with its assignments as on its row */
 interface Stored {
@@ -339,6 +351,8 @@ export class IncidentStore {
     if (decision.write === 'delete') {
       this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
       const result = this.finish(decision.plan, current!.version, now);
+      // an open incident deleted is closed for the CAD; its links go with the row, so first
+      if (stored.status !== 'CLOSED') closedHook(this.sqlite, stored, now, true);
       this.forget(stored.id);
       this.writeCallsigns(stored.id, stored.resources, []);
       this.st.delete.run(stored.id);
@@ -359,6 +373,7 @@ export class IncidentStore {
     else this.st.updateAndMove.run(...values, version, incident.originId, stored.id);
     // most CAD updates change a description or priority, not the callsigns
     if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
+    if (stored.status !== 'CLOSED' && incident.status === 'CLOSED') closedHook(this.sqlite, incident, now, false);
     return this.finish(decision.plan, version, now);
   }
 

@@ -13,6 +13,8 @@ import type { IdentityPort } from '../../ports/identity.js';
 import type { OutboxPort } from '../../ports/outbox.js';
 import type { IdentityStore } from './identity.js';
 import type { PushStore } from './pushes.js';
+import type { WebhookStorePort } from '../../ports/webhooks.js';
+import type { WebhookStore } from './webhooks.js';
 
 /** the open identity transaction, which every other call on the connection waits for */
 export class Gate {
@@ -119,4 +121,13 @@ void allOutbox;
 
 export function sqliteOutbox(repo: PushStore, gate: Gate): OutboxPort {
   return asyncMethods<OutboxPort>(repo, OUTBOX_METHODS, () => gate.open);
+}
+
+const WEBHOOK_METHODS = ['create', 'get', 'list', 'update', 'delete', 'rotate', 'deliveries', 'redeliver', 'enqueue', 'claim', 'settle', 'release'] as const satisfies readonly (keyof WebhookStorePort)[];
+type MissingWebhooks = Exclude<keyof WebhookStorePort, (typeof WEBHOOK_METHODS)[number]>;
+const allWebhooks: [MissingWebhooks] extends [never] ? true : MissingWebhooks = true;
+void allWebhooks;
+
+export function sqliteWebhooks(repo: WebhookStore, gate: Gate): WebhookStorePort {
+  return asyncMethods<WebhookStorePort>(repo, WEBHOOK_METHODS, () => gate.open);
 }

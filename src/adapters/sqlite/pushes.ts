@@ -31,6 +31,7 @@
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 import type { PushRow } from '../../ports/outbox.js';
+import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
 
 export type { PushRow };
 
@@ -42,6 +43,16 @@ export const COUNT_SLICE = 20_000;
 
 /** how many event ids one step of the TTL sweep covers (two range scans of the table by id) */
 export const EXPIRY_STEP = 5_000;
+
+/** a push settled (acknowledged or expired), as its webhook delivery needs it */
+interface Settled {
+  id: number;
+  type: string;
+  deviceId: number;
+  incidentId: number;
+  attributes: string;
+  versionId: number;
+}
 
 export class PushStore {
   private readonly sqlite: Database.Database;
@@ -81,6 +92,16 @@ export class PushStore {
       setExpiredThrough: p(
         `INSERT INTO push_expiry (id, expired_through) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET expired_through = excluded.expired_through`,
       ),
+      // the incident.delivery webhooks' variants: what was settled, for their deliveries
+      ackReturning: p(
+        `UPDATE events SET state = 'DELIVERED', delivered_at = ? WHERE device_id = ? AND push_seq > ? AND push_seq <= ? AND state = 'PENDING'
+         RETURNING id, type, device_id AS deviceId, incident_id AS incidentId, attributes, version_id AS versionId`,
+      ),
+      expireReturning: p(
+        `UPDATE events SET state = 'EXPIRED' WHERE id > ? AND id <= ? AND state = 'PENDING' AND event_time < ?
+         RETURNING id, type, device_id AS deviceId, incident_id AS incidentId, attributes, version_id AS versionId`,
+      ),
+      originOf: p(`SELECT json_extract(incident, '$.originId') FROM incident_versions WHERE id = ?`).pluck(),
       status: p(`UPDATE devices SET status = ?, last_update = COALESCE(?, last_update) WHERE id = ?`),
       resetPresence: p(`UPDATE devices SET status = 'offline' WHERE status = 'online'`),
       countPendingIn: p(`SELECT count(*) FROM events WHERE id > ? AND id <= ? AND state = 'PENDING'`).pluck(),
@@ -142,6 +163,21 @@ export class PushStore {
     }
   }
 
+  /** the incident.delivery webhook deliveries of the pushes just settled, in the same transaction; how many pushes */
+  private deliveryHooks(settled: readonly Settled[], state: 'DELIVERED' | 'EXPIRED', at: string): number {
+    for (const e of settled) {
+      const attributes = JSON.parse(e.attributes) as { callsign?: string };
+      writeWebhookDeliveries(this.sqlite, {
+        type: 'incident.delivery',
+        incidentId: e.incidentId,
+        originId: String(this.st.originOf.get(e.versionId) ?? ''),
+        timestamp: at,
+        data: { deviceId: e.deviceId, callsign: attributes.callsign ?? null, eventId: e.id, eventType: e.type, state },
+      });
+    }
+    return settled.length;
+  }
+
   /** the pushes sent, by their event ids (PushRow.eventId): one row each by its key */
   markSent(eventIds: readonly number[], at: string): void {
     this.relaxed(() => {
@@ -154,7 +190,9 @@ export class PushStore {
     return this.relaxed(() => {
       const floor = this.floor(deviceId);
       const settled = Math.min(upTo, this.lastDurablePush(deviceId));
-      const delivered = this.st.ack.run(at, deviceId, floor, settled).changes;
+      const delivered = webhooksWant(this.sqlite, 'incident.delivery')
+        ? this.deliveryHooks(this.st.ackReturning.all(at, deviceId, floor, settled) as Settled[], 'DELIVERED', at)
+        : this.st.ack.run(at, deviceId, floor, settled).changes;
       this.raise(deviceId, floor, settled);
       return delivered;
     });
@@ -178,7 +216,7 @@ export class PushStore {
    * `more` is true when the step ended only because it was full: call again (after a turn of
    * the event loop) until it is false.
    */
-  expireStep(cutoff: string, step = EXPIRY_STEP): { expired: number; more: boolean } {
+  expireStep(cutoff: string, step = EXPIRY_STEP, at = new Date().toISOString()): { expired: number; more: boolean } {
     const floor = this.expiredThrough;
     const { expired, more, through } = this.sqlite.transaction(() => {
       const last = this.st.lastEvent.get() as number;
@@ -186,7 +224,12 @@ export class PushStore {
       if (end <= floor) return { expired: 0, more: false, through: floor };
       const young = this.st.youngPending.get(floor, end, cutoff) as number | undefined;
       const through = young === undefined ? end : young - 1;
-      const expired = through > floor ? this.st.expire.run(floor, through, cutoff).changes : 0;
+      const expired =
+        through <= floor
+          ? 0
+          : webhooksWant(this.sqlite, 'incident.delivery')
+            ? this.deliveryHooks(this.st.expireReturning.all(floor, through, cutoff) as Settled[], 'EXPIRED', at)
+            : this.st.expire.run(floor, through, cutoff).changes;
       if (through > floor) this.st.setExpiredThrough.run(through);
       return { expired, more: young === undefined && end < last, through };
     })();

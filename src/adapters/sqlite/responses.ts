@@ -24,6 +24,8 @@ import type { EventView } from '../../ports/incidents.js';
 import type { DecideResponse, ResponseOutcome } from '../../ports/responses.js';
 import { incidentOf, selectList } from '../shared/incident-rows.js';
 import type { Db } from './db.js';
+import { writeWebhookDeliveries } from './webhooks.js';
+import { responseWebhookEvent } from '../shared/response-webhook.js';
 
 type StateRow = { deviceId: number; callsign: string; status: AssignmentState['status']; times: string };
 type DeliveryRow = { deviceId: number; type: 'incidentAssigned' | 'incidentDeassigned'; state: ResponderDelivery['state']; attempts: number; lastSentAt: string | null; deliveredAt: string | null };
@@ -99,7 +101,8 @@ export class ResponseStore {
       const eventId = Number(this.st.insertEvent.run(deviceId, input.incidentId, now, JSON.stringify(attributes), versionId, -recordId, now).lastInsertRowid);
       this.st.recordEvent.run(eventId, recordId);
       const event: EventView = { id: eventId, type: 'incidentResponse', eventTime: now, deviceId, incidentId: input.incidentId, attributes, state: 'DELIVERED', attempts: 0 };
-      // (the webhooks' incident.response deliveries belong here, in this transaction)
+      // the webhooks' incident.response deliveries, in this transaction (an outbox: DESIGN section 11)
+      writeWebhookDeliveries(this.sqlite, responseWebhookEvent(incident!, event, decision.state.times[input.status] ?? now));
       return { result, events: [event], incident, repeat: false };
     });
   }
@@ -126,3 +129,4 @@ export class ResponseStore {
     );
   }
 }
+

@@ -323,3 +323,73 @@ export const sessions = sqliteTable(
   (t) => [uniqueIndex('sessions_hash').on(t.hash), index('sessions_user').on(t.userId)],
 );
 
+
+/**
+ * Webhooks to the CAD (DESIGN section 11), owned by a user. `secret` is the Standard Webhooks
+ * signing key (`whsec_…`) in clear: the sender must sign with it, so a hash would not do. It is
+ * returned once (creation, rotation) and never logged; the database file and its backups hold
+ * it, so they are protected like the tokens' hashes and more (file permissions, encrypted
+ * backups). `previous_secret` signs too until `previous_secret_until` (rotation).
+ */
+export const webhooks = sqliteTable(
+  'webhooks',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+    url: text('url').notNull(),
+    /** JSON array of event types */
+    events: text('events').notNull(),
+    enabled: integer('enabled', { mode: 'boolean' }).notNull().default(true),
+    disabledReason: text('disabled_reason'),
+    secret: text('secret').notNull(),
+    previousSecret: text('previous_secret'),
+    previousSecretUntil: text('previous_secret_until'),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [index('webhooks_user').on(t.userId)],
+);
+
+/**
+ * The webhook outbox: one row per (webhook, event), written in the transaction of the event's
+ * cause. The sender claims a due row by setting claimed_until (a lease) and claimed_by; a row
+ * whose lease ran out is claimed again (the node that held it stopped). payload is the exact
+ * body every attempt sends.
+ */
+export const webhookDeliveries = sqliteTable(
+  'webhook_deliveries',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    webhookId: integer('webhook_id').notNull().references(() => webhooks.id, { onDelete: 'cascade' }),
+    /** the webhook-id header */
+    msgId: text('msg_id').notNull(),
+    type: text('type').notNull(),
+    incidentId: integer('incident_id').notNull(),
+    payload: text('payload').notNull(),
+    state: text('state', { enum: ['PENDING', 'DELIVERED', 'FAILED'] }).notNull().default('PENDING'),
+    attempts: integer('attempts').notNull().default(0),
+    createdAt: text('created_at').notNull(),
+    nextAttemptAt: text('next_attempt_at'),
+    claimedUntil: text('claimed_until'),
+    claimedBy: text('claimed_by'),
+  },
+  (t) => [
+    // the sender: a webhook's due deliveries; the earlier ones of an incident; those claimed
+    index('webhook_deliveries_pending').on(t.webhookId, t.state, t.nextAttemptAt),
+    index('webhook_deliveries_incident').on(t.webhookId, t.incidentId, t.id),
+    index('webhook_deliveries_claimed').on(t.claimedUntil),
+  ],
+);
+
+/** every attempt of a delivery: when, the answer's status (null: none) or the error */
+export const webhookAttempts = sqliteTable(
+  'webhook_attempts',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    deliveryId: integer('delivery_id').notNull().references(() => webhookDeliveries.id, { onDelete: 'cascade' }),
+    at: text('at').notNull(),
+    status: integer('status'),
+    error: text('error'),
+    durationMs: integer('duration_ms').notNull(),
+  },
+  (t) => [index('webhook_attempts_delivery').on(t.deliveryId)],
+);

@@ -15,7 +15,8 @@ import { IncidentStore } from './incidents.js';
 import { PushStore } from './pushes.js';
 import { ResponseStore } from './responses.js';
 import type { DecideResponse, ResponseInput, ResponseStorePort } from '../../ports/responses.js';
-import { Gate, sqliteIdentity, sqliteOutbox } from './ports.js';
+import { Gate, sqliteIdentity, sqliteOutbox, sqliteWebhooks } from './ports.js';
+import { WebhookStore } from './webhooks.js';
 import { sqliteRetention } from './retention.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
@@ -148,6 +149,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
       responses: new SqliteResponses(new ResponseStore(db), writes),
       retention: sqliteRetention(db.$client, writes),
+      webhooks: sqliteWebhooks(new WebhookStore(db), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

@@ -11,6 +11,8 @@ import type { ResponseService } from '../../services/responses.js';
 import type { SessionService } from '../../services/sessions.js';
 import type { UserService } from '../../services/users.js';
 import type { OperationsService } from '../../services/operations.js';
+import type { WebhookService } from '../../services/webhooks.js';
+import type { WebhookSender } from '../../services/webhook-sender.js';
 
 export interface Context {
   config: Config;
@@ -22,6 +24,9 @@ export interface Context {
   responses: ResponseService;
   sessions: SessionService;
   operations: OperationsService;
+  webhooks: WebhookService;
+  /** null when this app sends no webhooks (AppDeps.webhookSender false) */
+  webhookSender: WebhookSender | null;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

@@ -11,6 +11,7 @@ import { ResponseHandlers } from './responses.js';
 import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
 import { OperationsHandlers } from './operations.js';
+import { WebhookHandlers } from './webhooks.js';
 
 export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
@@ -21,6 +22,7 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): Operat
   const health = new HealthHandlers(ctx);
   const responses = new ResponseHandlers(ctx);
   const operations = new OperationsHandlers(ctx);
+  const webhooks = new WebhookHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -55,5 +57,13 @@ export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): Operat
     deletePermission: permissions.deletePermission,
     getHealth: health.getHealth,
     getMetrics: operations.getMetrics,
+    listWebhooks: webhooks.listWebhooks,
+    createWebhook: webhooks.createWebhook,
+    getWebhook: webhooks.getWebhook,
+    updateWebhook: webhooks.updateWebhook,
+    deleteWebhook: webhooks.deleteWebhook,
+    rotateWebhookSecret: webhooks.rotateWebhookSecret,
+    listWebhookDeliveries: webhooks.listWebhookDeliveries,
+    redeliverWebhookDelivery: webhooks.redeliverWebhookDelivery,
   };
 }

@@ -12,9 +12,10 @@ import { responseStoreContract } from './responses.js';
 import { loginThrottleContract } from './login-throttle.js';
 import { retentionContract } from './retention.js';
 import { pendingCountContract } from './pending-count.js';
+import { webhookContract } from './webhooks.js';
 import type { StorageFactory } from './world.js';
 
-export { identityContract, idempotencyContract, incidentStoreContract, loginThrottleContract, outboxContract, pendingCountContract, responseStoreContract, retentionContract };
+export { identityContract, idempotencyContract, incidentStoreContract, loginThrottleContract, outboxContract, pendingCountContract, responseStoreContract, retentionContract, webhookContract };
 export type { StorageFactory };
 
 /** every part of the contract against storages the factory makes, one fresh storage per test */
@@ -27,4 +28,5 @@ export async function storageContract(t: Test, factory: StorageFactory): Promise
   await loginThrottleContract(t, factory);
   await retentionContract(t, factory);
   await idempotencyContract(t, factory);
+  await webhookContract(t, factory);
 }

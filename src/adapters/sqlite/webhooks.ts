@@ -1,0 +1,249 @@
+// The webhook store on SQLite (ports/webhooks.ts): the webhooks, and the webhook outbox.
+//
+// writeWebhookDeliveries is the one function that writes the deliveries of an event: it runs
+// inside the caller's transaction (the incident unit of work for incident.closed, the ack and
+// the TTL sweep for incident.delivery, the response unit of work for incident.response), so a
+// delivery exists exactly when its cause was committed. It writes one row per enabled webhook
+// of a working user that subscribes to the event's type and whose owner may see the incident:
+// an administrator, or a user linked to the incident, or managing a user who is (DESIGN
+// section 3, incident permission). A deleted incident's links are gone: call it before the
+// DELETE.
+//
+// The sender's writes (claim, settle, release) are relaxed like the push deliveries' (pushes.ts):
+// one transaction at synchronous=NORMAL, made durable by the next group commit's fsync. Losing
+// one after a power cut repeats an attempt, which the receiver drops by webhook-id.
+import type Database from 'better-sqlite3';
+import { webhookBody, type AttemptOutcome, type WebhookEvent, type WebhookEventType } from '../../domain/webhook.js';
+import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, WebhookFields, WebhookRecord } from '../../ports/webhooks.js';
+import type { Db } from './db.js';
+
+const INSERT_DELIVERIES = `
+  INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
+  SELECT w.id, 'msg_' || lower(hex(randomblob(16))), @type, @incidentId, @payload, 'PENDING', 0, @at, @at
+  FROM webhooks w JOIN users u ON u.id = w.user_id
+  WHERE w.enabled = 1 AND u.disabled = 0 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = @type)
+    AND (u.administrator = 1 OR EXISTS (
+      SELECT 1 FROM user_incidents ui WHERE ui.incident_id = @incidentId
+        AND (ui.user_id = w.user_id OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = w.user_id))))`;
+
+/** the attempts a delivery listing shows, the last ones (a short retry schedule could make many) */
+export const ATTEMPTS_LISTED = 50;
+
+const WANTS = `SELECT 1 FROM webhooks w WHERE w.enabled = 1 AND EXISTS (SELECT 1 FROM json_each(w.events) WHERE value = ?) LIMIT 1`;
+
+const statements = new WeakMap<Database.Database, { insert: Database.Statement; wants: Database.Statement }>();
+
+function prepared(sqlite: Database.Database) {
+  let st = statements.get(sqlite);
+  if (!st) {
+    st = { insert: sqlite.prepare(INSERT_DELIVERIES), wants: sqlite.prepare(WANTS).pluck() };
+    statements.set(sqlite, st);
+  }
+  return st;
+}
+
+/** the deliveries `event` causes, written in the caller's open transaction; how many */
+export function writeWebhookDeliveries(sqlite: Database.Database, event: WebhookEvent): number {
+  return prepared(sqlite).insert.run({ type: event.type, incidentId: event.incidentId, payload: webhookBody(event), at: event.timestamp }).changes;
+}
+
+/** whether any enabled webhook subscribes to `type` (a cheap test before reading what an event needs) */
+export function webhooksWant(sqlite: Database.Database, type: WebhookEventType): boolean {
+  return prepared(sqlite).wants.get(type) !== undefined;
+}
+
+interface WebhookRow {
+  id: number;
+  userId: number;
+  url: string;
+  events: string;
+  enabled: number;
+  disabledReason: string | null;
+  createdAt: string;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretUntil: string | null;
+}
+
+const WEBHOOK_COLUMNS = `id, user_id AS userId, url, events, enabled, disabled_reason AS disabledReason, created_at AS createdAt,
+  secret, previous_secret AS previousSecret, previous_secret_until AS previousSecretUntil`;
+
+function webhookOf(r: WebhookRow): WebhookRecord {
+  return { ...r, enabled: r.enabled === 1, events: JSON.parse(r.events) as WebhookEventType[] };
+}
+
+/** the secrets that sign now: the current one, and the previous one until its time is up */
+export function signingSecrets(r: { secret: string; previousSecret: string | null; previousSecretUntil: string | null }, now: string): string[] {
+  return r.previousSecret !== null && r.previousSecretUntil !== null && r.previousSecretUntil > now ? [r.secret, r.previousSecret] : [r.secret];
+}
+
+export class WebhookStore {
+  private readonly sqlite: Database.Database;
+  private readonly st;
+  private readonly level: number;
+
+  constructor(db: Db) {
+    this.sqlite = db.$client;
+    const p = (sql: string) => this.sqlite.prepare(sql);
+    this.st = {
+      count: p(`SELECT count(*) FROM webhooks WHERE user_id = ?`).pluck(),
+      insert: p(`INSERT INTO webhooks (user_id, url, events, enabled, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      byId: p(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = ?`),
+      all: p(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks ORDER BY id`),
+      update: p(`UPDATE webhooks SET url = ?, events = ?, enabled = ?, disabled_reason = CASE WHEN ? THEN NULL ELSE disabled_reason END WHERE id = ?`),
+      delete: p(`DELETE FROM webhooks WHERE id = ?`),
+      rotate: p(`UPDATE webhooks SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE id = ?`),
+      deliveries: p(
+        `SELECT id, webhook_id AS webhookId, msg_id AS msgId, type, incident_id AS incidentId, state, created_at AS createdAt, next_attempt_at AS nextAttemptAt
+         FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`,
+      ),
+      attemptsOf: p(
+        `SELECT * FROM (SELECT id, delivery_id AS deliveryId, at, status, error, duration_ms AS durationMs FROM webhook_attempts WHERE delivery_id = ? ORDER BY id DESC LIMIT ${ATTEMPTS_LISTED}) ORDER BY id`,
+      ),
+      redeliver: p(
+        `INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
+         SELECT webhook_id, msg_id, type, incident_id, payload, 'PENDING', 0, ?, ? FROM webhook_deliveries WHERE id = ? AND webhook_id = ?`,
+      ),
+      delivery: p(
+        `SELECT id, webhook_id AS webhookId, msg_id AS msgId, type, incident_id AS incidentId, state, created_at AS createdAt, next_attempt_at AS nextAttemptAt
+         FROM webhook_deliveries WHERE id = ?`,
+      ),
+      dueWebhooks: p(
+        `SELECT ${WEBHOOK_COLUMNS} FROM webhooks w WHERE w.enabled = 1 AND EXISTS (
+           SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= @now
+             AND (d.claimed_until IS NULL OR d.claimed_until <= @now))
+         ORDER BY w.id LIMIT @limit`,
+      ),
+      inFlight: p(`SELECT count(*) FROM webhook_deliveries WHERE webhook_id = ? AND state = 'PENDING' AND claimed_until > ?`).pluck(),
+      due: p(
+        `SELECT d.id, d.msg_id AS msgId, d.incident_id AS incidentId, d.payload, d.attempts, d.created_at AS createdAt
+         FROM webhook_deliveries d
+         WHERE d.webhook_id = @webhookId AND d.state = 'PENDING' AND d.next_attempt_at <= @now AND (d.claimed_until IS NULL OR d.claimed_until <= @now)
+           AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.incident_id = d.incident_id AND e.id < d.id AND e.state = 'PENDING')
+         ORDER BY d.next_attempt_at, d.id LIMIT @limit`,
+      ),
+      take: p(`UPDATE webhook_deliveries SET claimed_until = ?, claimed_by = ? WHERE id = ?`),
+      settle: p(
+        `UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, next_attempt_at = ?, claimed_until = NULL, claimed_by = NULL
+         WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`,
+      ),
+      attempt: p(`INSERT INTO webhook_attempts (delivery_id, at, status, error, duration_ms) VALUES (?, ?, ?, ?, ?)`),
+      disable: p(`UPDATE webhooks SET enabled = 0, disabled_reason = ? WHERE id = ?`),
+      release: p(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE id = ? AND claimed_by = ?`),
+    };
+    this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
+    // One process serves an SQLite file: a lease found at start is a stopped process's, and
+    // its deliveries are due again now rather than when the lease would have ended.
+    // A hint: a start that cannot write (a full disk) leaves the leases to run out.
+    try {
+      this.sqlite.prepare(`UPDATE webhook_deliveries SET claimed_until = NULL, claimed_by = NULL WHERE claimed_until IS NOT NULL`).run();
+    } catch {
+      // the leases end by themselves
+    }
+  }
+
+  private atomically<T>(fn: () => T): T {
+    if (this.sqlite.inTransaction) return fn();
+    return this.sqlite.transaction(fn).immediate();
+  }
+
+  /** a sender's write: synchronous=NORMAL (the header says why) */
+  private relaxed<T>(fn: () => T): T {
+    if (this.sqlite.inTransaction) return fn();
+    if (this.level <= 1) return this.sqlite.transaction(fn).immediate();
+    this.sqlite.exec('PRAGMA synchronous = NORMAL');
+    try {
+      return this.sqlite.transaction(fn).immediate();
+    } finally {
+      this.sqlite.exec(`PRAGMA synchronous = ${this.level}`);
+    }
+  }
+
+  create(userId: number, fields: WebhookFields, secret: string, now: string, max: number): WebhookRecord | 'LIMIT' {
+    return this.atomically(() => {
+      if ((this.st.count.get(userId) as number) >= max) return 'LIMIT' as const;
+      const id = Number(this.st.insert.run(userId, fields.url, JSON.stringify(fields.events), fields.enabled ? 1 : 0, secret, now).lastInsertRowid);
+      return this.get(id)!;
+    });
+  }
+
+  get(id: number): WebhookRecord | undefined {
+    const row = this.st.byId.get(id) as WebhookRow | undefined;
+    return row && webhookOf(row);
+  }
+
+  list(ownerIds: readonly number[] | null): WebhookRecord[] {
+    if (ownerIds === null) return (this.st.all.all() as WebhookRow[]).map(webhookOf);
+    if (ownerIds.length === 0) return [];
+    const rows = this.sqlite.prepare(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE user_id IN (${ownerIds.map(() => '?').join(',')}) ORDER BY id`).all(...ownerIds) as WebhookRow[];
+    return rows.map(webhookOf);
+  }
+
+  update(id: number, fields: WebhookFields): WebhookRecord | undefined {
+    return this.atomically(() => {
+      const changed = this.st.update.run(fields.url, JSON.stringify(fields.events), fields.enabled ? 1 : 0, fields.enabled ? 1 : 0, id).changes;
+      return changed > 0 ? this.get(id) : undefined;
+    });
+  }
+
+  delete(id: number): boolean {
+    return this.atomically(() => this.st.delete.run(id).changes > 0);
+  }
+
+  rotate(id: number, secret: string, previousUntil: string): WebhookRecord | undefined {
+    return this.atomically(() => (this.st.rotate.run(previousUntil, secret, id).changes > 0 ? this.get(id) : undefined));
+  }
+
+  private withAttempts(rows: Omit<DeliveryRecord, 'attempts'>[]): DeliveryRecord[] {
+    return rows.map((r) => ({ ...r, attempts: (this.st.attemptsOf.all(r.id) as (AttemptRecord & { id: number; deliveryId: number })[]).map(({ id: _i, deliveryId: _d, ...a }) => a) }));
+  }
+
+  deliveries(webhookId: number, limit: number, offset: number): DeliveryRecord[] {
+    return this.withAttempts(this.st.deliveries.all(webhookId, limit, offset) as Omit<DeliveryRecord, 'attempts'>[]);
+  }
+
+  redeliver(webhookId: number, deliveryId: number, now: string): DeliveryRecord | undefined {
+    return this.atomically(() => {
+      const r = this.st.redeliver.run(now, now, deliveryId, webhookId);
+      if (r.changes === 0) return undefined;
+      return this.withAttempts([this.st.delivery.get(Number(r.lastInsertRowid)) as Omit<DeliveryRecord, 'attempts'>])[0];
+    });
+  }
+
+  enqueue(event: WebhookEvent): number {
+    return this.atomically(() => writeWebhookDeliveries(this.sqlite, event));
+  }
+
+  claim(o: ClaimOptions): ClaimedDelivery[] {
+    // the common case, nothing due, answered by a read: no write transaction
+    if (!this.sqlite.inTransaction && this.st.dueWebhooks.all({ now: o.now, limit: 1 }).length === 0) return [];
+    return this.relaxed(() => {
+      const out: ClaimedDelivery[] = [];
+      for (const w of this.st.dueWebhooks.all({ now: o.now, limit: o.limit }) as WebhookRow[]) {
+        const room = Math.min(o.perWebhook - (this.st.inFlight.get(w.id, o.now) as number), o.limit - out.length);
+        if (room <= 0) continue;
+        const secrets = signingSecrets(w, o.now);
+        for (const d of this.st.due.all({ webhookId: w.id, now: o.now, limit: room }) as Omit<ClaimedDelivery, 'webhookId' | 'url' | 'secrets' | 'claimedBy'>[]) {
+          this.st.take.run(o.until, o.by, d.id);
+          out.push({ ...d, webhookId: w.id, url: w.url, secrets, claimedBy: o.by });
+        }
+        if (out.length >= o.limit) break;
+      }
+      return out;
+    });
+  }
+
+  settle(claim: Pick<ClaimedDelivery, 'id' | 'webhookId' | 'claimedBy'>, attempt: AttemptRecord, outcome: AttemptOutcome): boolean {
+    return this.relaxed(() => {
+      const next = outcome.state === 'PENDING' ? outcome.nextAttemptAt : null;
+      if (this.st.settle.run(outcome.state, next, claim.id, claim.claimedBy).changes === 0) return false;
+      this.st.attempt.run(claim.id, attempt.at, attempt.status, attempt.error, attempt.durationMs);
+      if (outcome.state === 'FAILED' && outcome.disableWebhook) this.st.disable.run(`${outcome.why} at ${attempt.at}`, claim.webhookId);
+      return true;
+    });
+  }
+
+  release(claim: Pick<ClaimedDelivery, 'id' | 'claimedBy'>): void {
+    this.relaxed(() => this.st.release.run(claim.id, claim.claimedBy));
+  }
+}
