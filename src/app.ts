@@ -267,6 +267,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
           ...(config.webhookRetryScheduleS ? { retryScheduleMs: config.webhookRetryScheduleS.map((s) => s * 1000) } : {}),
           ...deps.webhookSender,
         });
+  // webhook deliveries by state: PENDING as the store holds them (every node's), and this node's
+  // attempts since it started by how they ended (delivered, retried: to be tried again, failed)
+  metrics.gauge('webhookDeliveries', async () => {
+    const pending = await storage.webhooks.countPending();
+    const s = webhookSender?.stats;
+    const reading: Record<string, number> = { pending };
+    if (s) Object.assign(reading, { delivered: s.delivered, retried: s.retried, failed: s.failed });
+    return reading;
+  });
   // an incident write may have written deliveries (incident.closed): a round now, not at the next poll
   if (webhookSender) bus.subscribe('written', () => webhookSender.wake());
   const ctx: Context = {

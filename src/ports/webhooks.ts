@@ -91,6 +91,8 @@ export interface WebhookStorePort {
   rotate(id: number, secret: string, previousUntil: string): Promise<WebhookRecord | undefined>;
   /** newest first */
   deliveries(webhookId: number, limit: number, offset: number): Promise<DeliveryRecord[]>;
+  /** deliveries waiting to be sent or retried (PENDING), over every webhook: the metrics' gauge */
+  countPending(): Promise<number>;
   /** a new PENDING delivery with the body and msgId of `deliveryId`, due now */
   redeliver(webhookId: number, deliveryId: number, now: string): Promise<DeliveryRecord | undefined>;
   /** the deliveries `event` causes, in a transaction of their own; how many */

@@ -256,14 +256,38 @@ t.test('when the pending gauge cannot be read, then the scrape still answers, wi
   t.equal(value(s, 'cad_database_errors_total', { source: 'scrape' }), 1);
 });
 
-t.test('when the webhook deliverer registers its gauge, then its deliveries by state are exposed', async (t) => {
-  const { app, metrics } = await metricsApp(t);
-  let pending = 3;
-  metrics.gauge('webhookDeliveries', async () => ({ pending, delivered: 7, failed: 1 }));
-  let s = await scrape(app);
-  t.equal(value(s, 'cad_webhook_deliveries', { state: 'pending' }), 3);
-  t.equal(value(s, 'cad_webhook_deliveries', { state: 'delivered' }), 7);
-  pending = 0;
-  s = await scrape(app);
-  t.equal(value(s, 'cad_webhook_deliveries', { state: 'pending' }), 0, 'read again at each scrape');
+t.test('when an incident a webhook wants is closed, then cad_webhook_deliveries counts it pending until it is sent, then delivered', async (t) => {
+  const posts: string[] = [];
+  const transport = {
+    resolve: async () => ['93.184.216.34'],
+    post: async (req: { body: string }) => {
+      posts.push(req.body);
+      return { status: 204, retryAfter: null };
+    },
+    sign: () => 'v1,c2lnbmF0dXJl',
+  };
+  // no sender at first: the delivery waits in the store
+  const held = await metricsApp(t, { webhookTransport: transport, webhookSender: false });
+  const admin = adminAuth();
+  const hook = await send(held.app, admin, 'POST', '/api/webhooks', { url: 'https://cad.example.org/hooks', events: ['incident.closed'] });
+  t.equal(hook.status, 200);
+  let s = await scrape(held.app);
+  t.equal(value(s, 'cad_webhook_deliveries', { state: 'pending' }), 0, 'nothing waiting yet');
+  const created = await send(held.app, admin, 'POST', '/api/incidents', incidentBody({ originId: 'HOOKED' }));
+  t.equal(created.status, 200);
+  await send(held.app, admin, 'PUT', '/api/incidents/update', incidentBody({ originId: 'HOOKED', status: 'CLOSED' }));
+  s = await scrape(held.app);
+  t.equal(value(s, 'cad_webhook_deliveries', { state: 'pending' }), 1, 'the incident.closed delivery waits');
+  t.notOk(s.some((x) => x.name === 'cad_webhook_deliveries' && x.labels.state === 'delivered'), 'no sender: no attempts to count');
+
+  // a sender that gets 204: pending goes back to 0, delivered counts 1
+  const sending = await metricsApp(t, { webhookTransport: transport, webhookSender: { pollMs: 20 } });
+  await send(sending.app, admin, 'POST', '/api/webhooks', { url: 'https://cad.example.org/hooks', events: ['incident.closed'] });
+  await send(sending.app, admin, 'POST', '/api/incidents', incidentBody({ originId: 'SENT' }));
+  await send(sending.app, admin, 'PUT', '/api/incidents/update', incidentBody({ originId: 'SENT', status: 'CLOSED' }));
+  await until('the delivery sent', async () => value(await scrape(sending.app), 'cad_webhook_deliveries', { state: 'delivered' }) === 1);
+  s = await scrape(sending.app);
+  t.equal(value(s, 'cad_webhook_deliveries', { state: 'pending' }), 0);
+  t.equal(value(s, 'cad_webhook_deliveries', { state: 'failed' }), 0);
+  t.equal(posts.length, 1, 'one POST');
 });

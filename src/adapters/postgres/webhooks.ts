@@ -175,6 +175,13 @@ export class PgWebhooks implements WebhookStorePort {
     return rows.map((r) => ({ ...r, id: Number(r.id), webhookId: Number(r.webhookId), incidentId: Number(r.incidentId), attempts: by.get(Number(r.id)) ?? [] }));
   }
 
+  async countPending(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM webhooks w JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'PENDING'`,
+    );
+    return Number(rows[0]!.n);
+  }
+
   async deliveries(webhookId: number, limit: number, offset: number): Promise<DeliveryRecord[]> {
     if (!inRange(webhookId)) return [];
     const { rows } = await this.pool.query(`SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3`, [

@@ -123,7 +123,7 @@ export function sqliteOutbox(repo: PushStore, gate: Gate): OutboxPort {
   return asyncMethods<OutboxPort>(repo, OUTBOX_METHODS, () => gate.open);
 }
 
-const WEBHOOK_METHODS = ['create', 'get', 'list', 'update', 'delete', 'rotate', 'deliveries', 'redeliver', 'enqueue', 'claim', 'settle', 'release'] as const satisfies readonly (keyof WebhookStorePort)[];
+const WEBHOOK_METHODS = ['create', 'get', 'list', 'update', 'delete', 'rotate', 'deliveries', 'countPending', 'redeliver', 'enqueue', 'claim', 'settle', 'release'] as const satisfies readonly (keyof WebhookStorePort)[];
 type MissingWebhooks = Exclude<keyof WebhookStorePort, (typeof WEBHOOK_METHODS)[number]>;
 const allWebhooks: [MissingWebhooks] extends [never] ? true : MissingWebhooks = true;
 void allWebhooks;

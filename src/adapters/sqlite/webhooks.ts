@@ -93,6 +93,8 @@ export class WebhookStore {
       update: p(`UPDATE webhooks SET url = ?, events = ?, enabled = ?, disabled_reason = CASE WHEN ? THEN NULL ELSE disabled_reason END WHERE id = ?`),
       delete: p(`DELETE FROM webhooks WHERE id = ?`),
       rotate: p(`UPDATE webhooks SET previous_secret = secret, previous_secret_until = ?, secret = ? WHERE id = ?`),
+      // per webhook, through webhook_deliveries_pending (webhook_id, state, …): no scan of the delivered
+      countPending: p(`SELECT count(*) AS n FROM webhooks w JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'PENDING'`),
       deliveries: p(
         `SELECT id, webhook_id AS webhookId, msg_id AS msgId, type, incident_id AS incidentId, state, created_at AS createdAt, next_attempt_at AS nextAttemptAt
          FROM webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ? OFFSET ?`,
@@ -200,6 +202,10 @@ export class WebhookStore {
 
   deliveries(webhookId: number, limit: number, offset: number): DeliveryRecord[] {
     return this.withAttempts(this.st.deliveries.all(webhookId, limit, offset) as Omit<DeliveryRecord, 'attempts'>[]);
+  }
+
+  countPending(): number {
+    return (this.st.countPending.get() as { n: number }).n;
   }
 
   redeliver(webhookId: number, deliveryId: number, now: string): DeliveryRecord | undefined {
