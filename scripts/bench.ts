@@ -6,7 +6,10 @@
 // the responder's), `alert`, `storm`. BENCH_ALERT_S (20) and BENCH_ALERT_DEVICES (2 000) size
 // the responder's part. `mechanisms` (not run by default; about 12 minutes) measures each storage
 // mechanism with and without it (scripts/bench/mechanisms.ts); BENCH_MECHANISMS_S (3) sizes its
-// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds.
+// windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `--postgres` adds the PostgreSQL part (not
+// run by default; `--only postgres` runs it alone): one node and two nodes, create / update / GET
+// rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
+// server); BENCH_PG_ALERT_S (20) sizes its alert window.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -24,6 +27,8 @@ import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
 import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
+import { parseParts } from './bench/parts.js';
+import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench/postgres.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -35,28 +40,26 @@ const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm', 'mechanisms'] as const;
-/** what a run without --only runs */
-const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
-  const i = process.argv.indexOf('--only');
-  const arg = i >= 0 ? process.argv[i + 1] : process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
-  if (arg === undefined) return new Set(DEFAULT_PARTS);
-  const named = arg.split(',').map((p) => p.trim());
-  const unknown = named.filter((p) => !(PARTS as readonly string[]).includes(p));
-  if (unknown.length > 0 || named.length === 0) {
-    console.error(`--only takes a comma-separated list of ${PARTS.join(', ')}; got ${arg}`);
+  const parsed = parseParts(process.argv.slice(2));
+  if ('error' in parsed) {
+    console.error(parsed.error);
     process.exit(2);
   }
-  return new Set(named);
+  return parsed.parts;
 })();
 const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'cad-bench-'));
 const children: ChildProcess[] = [];
+/** what must run at exit, synchronously, after the children are killed (a PostgreSQL cluster started here is stopped) */
+const atExit: (() => void)[] = [];
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
+  for (const fn of atExit) fn();
   rmSync(work, { recursive: true, force: true });
 });
+// Ctrl-C or a kill: through 'exit' above, so that no child or cluster outlives the bench
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -86,7 +89,8 @@ async function startService(dbPath: string, extraEnv: Record<string, string> = {
   const flags = ['--v8-pool-size=0', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
   const child = spawn(process.execPath, [...flags, 'dist/src/main.js'], {
     cwd: SERVICE_ROOT ?? root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
+    // DATABASE_URL only when asked for (the PostgreSQL part's nodes): the SQLite parts run on SQLite whatever the environment says
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, DATABASE_URL: '', LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -123,13 +127,15 @@ interface Row {
   bareAfter?: number;
 }
 
+/** autocannon's load; with several bases its connections alternate between them (connection i to base i mod n) */
 async function load(
   name: string,
-  base: string,
+  base: string | string[],
   opts: { method: 'GET' | 'POST' | 'PUT'; path: string; nextPath?: () => string; headers?: Record<string, string>; body?: () => unknown; rate?: number; seconds?: number },
 ): Promise<Row> {
   const result = await autocannon({
-    url: base,
+    // autocannon takes an array of URLs (its types say string)
+    url: base as string,
     connections: opts.rate ? 10 : CONNECTIONS,
     duration: opts.seconds ?? DURATION,
     ...(opts.rate ? { overallRate: opts.rate } : {}),
@@ -235,6 +241,23 @@ function runResponder(): ReturnType<typeof responderBench> | null {
   return responderBench({ root, work, alert: only.has('alert'), storm: only.has('storm'), startService, children, seconds: Number(process.env.BENCH_ALERT_S ?? 20), devices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000) });
 }
 
+/** the PostgreSQL part (scripts/bench/postgres.ts), if asked for (`--postgres`, `--only postgres`) */
+function runPostgres(): Promise<PostgresBenchResult> | null {
+  if (!only.has('postgres')) return null;
+  console.log('PostgreSQL: one node, two nodes, alert latency across nodes…');
+  return postgresBench({
+    root,
+    startService,
+    children,
+    load,
+    atExit: (fn) => atExit.push(fn),
+    seconds: DURATION,
+    connections: CONNECTIONS,
+    alertSeconds: Number(process.env.BENCH_PG_ALERT_S ?? 20),
+    alertDevices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000),
+  });
+}
+
 async function main(): Promise<void> {
   // a patched copy is run as it is
   if (SERVICE_ROOT) console.log(`the service from ${SERVICE_ROOT}/dist/src/main.js, not built here`);
@@ -248,17 +271,26 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres')) return;
   }
   if (!only.has('classic')) {
-    const r = formatResponder((await runResponder())!);
-    console.log(r.text);
+    const responderRun = await runResponder();
+    const pgRun = await runPostgres();
+    const r = responderRun ? formatResponder(responderRun) : null;
+    const p = pgRun ? formatPostgres(pgRun) : null;
+    if (pgRun) {
+      console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; LOG_LEVEL=warn)\n`);
+      console.log(fmt(pgRun.rows));
+    }
+    if (r) console.log(r.text);
+    if (p) console.log(p.text);
     console.log(`\n## Checks\n`);
     console.log(`| check | measured | target | |`);
     console.log(`|---|---|---|---|`);
-    for (const c of r.checks) console.log(c);
+    for (const c of [...(r?.checks ?? []), ...(p?.checks ?? [])]) console.log(c);
+    const limits = [...(r?.limits ?? []), ...(p?.limits ?? [])];
     console.log(`\n## What limits the targets not met\n`);
-    console.log(r.limits.length > 0 ? r.limits.join('\n') : 'none: every target is met');
+    console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
     return;
   }
   console.log(`seeding 10 000 devices…`);
@@ -378,6 +410,10 @@ async function main(): Promise<void> {
   const { create: storeCreate, update: storeUpdate, alone: storeAlone } = await profileStore({ creates: 20_000, updates: 10_000, alone: 1_000 });
   const responderRun = await runResponder();
   const responder = responderRun ? formatResponder(responderRun) : null;
+  const pgRun = await runPostgres();
+  const postgres = pgRun ? formatPostgres(pgRun) : null;
+  // the PostgreSQL rows join the same table (no bare route ran beside them: no ratio)
+  if (pgRun) rows.push(...pgRun.rows);
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
@@ -397,6 +433,7 @@ async function main(): Promise<void> {
   console.log(`\nThe same with autocannon's overallRate (bursts each second, latencies corrected with a 1 ms interval; not a check):\n`);
   console.log(fmt(fixed));
   if (responder) console.log(responder.text);
+  if (postgres) console.log(postgres.text);
   console.log(`\n## Checks\n`);
   console.log(`| check | measured | target | |`);
   console.log(`|---|---|---|---|`);
@@ -409,6 +446,7 @@ async function main(): Promise<void> {
   console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
   for (const c of responder?.checks ?? []) console.log(c);
+  for (const c of postgres?.checks ?? []) console.log(c);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);
 
   const pct = (v: number) => `${v.toFixed(0)} %`;
@@ -484,6 +522,7 @@ async function main(): Promise<void> {
     }
   }
   limits.push(...(responder?.limits ?? []));
+  limits.push(...(postgres?.limits ?? []));
   console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
   console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
   console.log(formatStoreProfile(storeCreate));
