@@ -25,6 +25,19 @@ export interface WindowCpu {
   backends: { count: number; ran: number } | null;
   /** the load generator (the bench's own process), % of one CPU */
   generator: number;
+  /**
+   * the database's active backends by what they waited on (pg_stat_activity's wait_event_type:
+   * wait_event, sampled every 100 ms), as the mean number of backends over the samples
+   */
+  waits?: Record<string, number>;
+}
+
+/** waits, the most frequent first, those under 0.05 backends left out: "Lock: transactionid 7.9, IO: WALSync 1.2" */
+export function formatWaits(waits: Record<string, number> | undefined): string {
+  const shown = Object.entries(waits ?? {})
+    .filter(([, n]) => n >= 0.05)
+    .sort((a, b) => b[1] - a[1]);
+  return shown.length === 0 ? 'none active' : shown.map(([k, n]) => `${k} ${n.toFixed(1)}`).join(', ');
 }
 
 /** µs of one CPU per request for `pct` % of one CPU over the window */
@@ -46,8 +59,8 @@ export function cpuPerRequest(w: WindowCpu): { loops: number; nodeOthers: number
 }
 
 export const CPU_TABLE_HEAD = [
-  '| window | req/s | node event loops on a CPU (waiting for one) | nodes, other threads | PostgreSQL backends of the database | load generator (this process) | machine idle | CPU per request: event loops / backends / all measured |',
-  '|---|---|---|---|---|---|---|---|',
+  '| window | req/s | node event loops on a CPU (waiting for one) | nodes, other threads | PostgreSQL backends of the database | load generator (this process) | machine idle | CPU per request: event loops / backends / all measured | active backends by wait (mean) |',
+  '|---|---|---|---|---|---|---|---|---|',
 ];
 
 /** one row of CPU_TABLE_HEAD's table */
@@ -56,7 +69,7 @@ export function cpuRow(name: string, w: WindowCpu): string {
   const loops = w.nodes.map((n) => `${n.label} ${pct(n.mainRan)} (${pct(n.mainWaited)})`).join(', ');
   const others = w.nodes.map((n) => pct(n.othersRan)).join(' + ');
   const backends = w.backends ? `${pct(w.backends.ran)} (${w.backends.count} processes)` : 'not on this machine';
-  return `| ${name} | ${(w.requests / w.seconds).toFixed(0)} | ${loops} | ${others} | ${backends} | ${pct(w.generator)} | ${pct(w.idle)} | ${us(c.loops)} / ${c.backends === null ? '?' : us(c.backends)} / ${us(c.all)} |`;
+  return `| ${name} | ${(w.requests / w.seconds).toFixed(0)} | ${loops} | ${others} | ${backends} | ${pct(w.generator)} | ${pct(w.idle)} | ${us(c.loops)} / ${c.backends === null ? '?' : us(c.backends)} / ${us(c.all)} | ${formatWaits(w.waits)} |`;
 }
 
 /**
@@ -74,6 +87,14 @@ export function throughputLimit(op: string, rps: number, target: number, w: Wind
     `node event loops ${us(c.loops)}, their other threads ${us(c.nodeOthers)}, ` +
     `PostgreSQL backends ${c.backends === null ? '? (not on this machine)' : us(c.backends)}, the load generator ${us(c.generator)}: ${us(c.all)} in all`;
   const busiest = w.nodes.reduce((a, b) => (b.mainRan > a.mainRan ? b : a), w.nodes[0]!);
+  const active = sum(Object.values(w.waits ?? {}));
+  const locked = sum(Object.entries(w.waits ?? {}).filter(([k]) => k.startsWith('Lock')).map(([, n]) => n));
+  if (active >= 1 && locked >= active / 2) {
+    out.push(
+      `  Row locks were the limit: of ${active.toFixed(1)} backends active on average, ${locked.toFixed(1)} waited for a lock held by another transaction ` +
+        `(writes naming the same devices take their rows in turn, each until the one before it commits).`,
+    );
+  }
   if (w.idle < 10) {
     out.push(
       `  The machine's ${w.cpus} CPUs were the limit: idle ${pct(w.idle)}. Per request: ${parts}; at ${target} req/s the ${w.cpus} CPUs allow ${us(budget)} per request, ` +
@@ -87,6 +108,7 @@ export function throughputLimit(op: string, rps: number, target: number, w: Wind
         `requests waited, on row locks or commits (PostgreSQL's WAL flush) or the nodes' connection pools. Per request: ${parts}.`,
     );
   }
+  if (w.waits) out.push(`  The database's active backends, on average over the window, by what they waited on: ${formatWaits(w.waits)}.`);
   out.push('  BENCH_PROFILE=dir records a CPU profile of each node (scripts/bench/cpuprofile.ts reads one).');
   return out;
 }

@@ -78,7 +78,7 @@ export function callsignGroups(devices: number): CallsignGroup[] {
 /**
  * seed()'s rows in a PostgreSQL database already migrated (`url`): the integration user,
  * `devices` devices laid out by callsignGroups, each linked to the user. Three statements, each
- * over arrays (unnest), so 10 000 devices take a second, not 20 000 round trips.
+ * over arrays (unnest), so 10 000 devices take a second, not 20 000 round trips; then ANALYZE.
  */
 export async function seedPostgres(url: string, devices: number): Promise<{ pairCallsigns: string[]; singleCallsigns: string[]; devicesOf: Map<string, number[]> }> {
   const hash = await hashPassword(BENCH_USER.password);
@@ -109,6 +109,10 @@ export async function seedPostgres(url: string, devices: number): Promise<{ pair
     for (const r of made.rows) idOf.set(r.unique_id, Number(r.id));
     await client.query(`INSERT INTO user_devices (user_id, device_id) SELECT $1, unnest($2::bigint[])`, [user.rows[0]!.id, [...idOf.values()]]);
     await client.query('COMMIT');
+    // the planner's statistics, as autovacuum would have them a minute later: without them the
+    // first creates on a freshly seeded database matched callsigns through a plan 20 times slower
+    // (1.7 against 0.08 ms per match, 2026-11-26)
+    await client.query('ANALYZE');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
     throw err;
