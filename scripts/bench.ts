@@ -9,7 +9,8 @@
 // windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `--postgres` adds the PostgreSQL part (not
 // run by default; `--only postgres` runs it alone): one node and two nodes, create / update / GET
 // rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
-// server); BENCH_PG_ALERT_S (20) sizes its alert window.
+// server); BENCH_PG_DURATION_S (5) sizes its throughput windows, BENCH_PG_ALERT_S (15) its
+// alert window.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -251,9 +252,11 @@ function runPostgres(): Promise<PostgresBenchResult> | null {
     children,
     load,
     atExit: (fn) => atExit.push(fn),
-    seconds: DURATION,
+    // shorter than the SQLite windows: three databases seeded, three sets of nodes and 2 000
+    // tokens minted fit in about three minutes (BENCHMARKS.md)
+    seconds: Number(process.env.BENCH_PG_DURATION_S ?? 5),
     connections: CONNECTIONS,
-    alertSeconds: Number(process.env.BENCH_PG_ALERT_S ?? 20),
+    alertSeconds: Number(process.env.BENCH_PG_ALERT_S ?? 15),
     alertDevices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000),
   });
 }

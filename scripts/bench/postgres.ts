@@ -22,7 +22,7 @@ import { BENCH_USER, seedPostgres, threeCallsigns } from './seed.js';
 import { cpuBetween, cpuSnapshot, type CpuSnapshot } from './cpu.js';
 import { Clients, pool } from './responder.js';
 import type { AlertResult, ConnectResult, Device } from './devices.js';
-import { CPU_TABLE_HEAD, cpuRow, databaseUrl, throughputLimit, type WindowCpu } from './pg-figures.js';
+import { CPU_TABLE_HEAD, cpuRow, databaseUrl, formatWaits, throughputLimit, type WindowCpu } from './pg-figures.js';
 
 export interface PgRow {
   op: string;
@@ -253,7 +253,7 @@ async function bearerOf(base: string): Promise<string> {
 /** creates, updates and GETs by id at `connections` connections, through `count` nodes on a fresh database */
 async function throughput(o: PostgresBenchOptions, serverUrl: string, count: number, rows: PgRow[], cpu: Map<string, WindowCpu>): Promise<{ create: PgRow; disjoint: PgRow }> {
   const label = `PostgreSQL, ${count} node${count === 1 ? '' : 's'}`;
-  console.log(`${label}: seeding 10 000 devices, starting the node${count === 1 ? '' : 's'}…`);
+  console.log(`${at()} ${label}: seeding 10 000 devices, starting the node${count === 1 ? '' : 's'}…`);
   const db = await freshDatabase(serverUrl, 10_000);
   let created: { create: PgRow; disjoint: PgRow } | undefined;
   try {
@@ -312,7 +312,7 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
         rows.push(row);
         return row;
       };
-      console.log(`${label}: driving, ${o.connections} connections${count > 1 ? ` (${o.connections / count} to each node)` : ''}, ${o.seconds} s per operation…`);
+      console.log(`${at()} ${label}: driving, ${o.connections} connections${count > 1 ? ` (${o.connections / count} to each node)` : ''}, ${o.seconds} s per operation…`);
       await o.load('warm-up', bases, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
       const create = await measure('POST /incidents (3 callsigns x 2 devices)', { method: 'POST', path: '/api/incidents', headers, body: createBody });
       const disjoint = await measure('POST /incidents, no callsign shared by creates in flight', { method: 'POST', path: '/api/incidents', headers, body: disjointBody });
@@ -332,7 +332,7 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
 async function alertAcross(o: PostgresBenchOptions, serverUrl: string, rate: number): Promise<NonNullable<PostgresBenchResult['alert']>> {
   const deviceCount = o.alertDevices;
   const pacedConnections = 64;
-  console.log(`PostgreSQL, alert latency across nodes: ${deviceCount} devices on node A, ${rate} incidents/s through node B for ${o.alertSeconds} s…`);
+  console.log(`${at()} PostgreSQL, alert latency across nodes: ${deviceCount} devices on node A, ${rate} incidents/s through node B for ${o.alertSeconds} s…`);
   const db = await freshDatabase(serverUrl, 10_000);
   try {
     const { pairCallsigns, devicesOf } = db.seeded;
@@ -344,19 +344,22 @@ async function alertAcross(o: PostgresBenchOptions, serverUrl: string, rate: num
     const clients = new Clients(o.root, o.children);
     try {
       const bearer = await bearerOf(b!.base);
-      // Minted 8 at a time, each tried up to 5 times: on 2026-11-26 (10725fc) one mint in 14
-      // answered 500 at 16 at a time, a serialization failure (40001) that PgIdentity's five
-      // attempts did not overcome among concurrent mints for one user. Counted and printed.
+      // Minted 4 at a time, each tried up to 10 times: on 2026-11-26 (10725fc) one mint in 14
+      // answered 500 at 16 at a time, and some failed five times at 8: a serialization failure
+      // (40001) among concurrent mints for one user that PgIdentity's five attempts did not
+      // overcome. Counted and printed.
       let mintRetries = 0;
-      const devices: Device[] = await pool(deviceIds, 8, async (deviceId) => {
+      const devices: Device[] = await pool(deviceIds, 4, async (deviceId) => {
         for (let attempt = 1; ; attempt++) {
           const r = await fetch(`${b!.base}/api/devices/${deviceId}/token`, { method: 'POST', headers: { authorization: `Bearer ${bearer}` } });
           if (r.status === 200) return { deviceId, token: await r.text() };
           const text = await r.text();
-          if (r.status !== 500 || attempt >= 5) throw new Error(`minting a token for device ${deviceId}: HTTP ${r.status} ${text}`);
+          if (r.status !== 500 || attempt >= 10) throw new Error(`minting a token for device ${deviceId}: HTTP ${r.status} ${text}`);
           mintRetries++;
+          await sleep(10 * attempt);
         }
       });
+      console.log(`${at()} ${devices.length} tokens minted; connecting the devices to node A…`);
       const connect = await clients.run<ConnectResult>({ cmd: 'connect', url: `${a!.base.replace('http', 'ws')}/api/socket/device`, devices, concurrency: 50 });
       if (connect.open !== deviceCount) throw new Error(`only ${connect.open} of ${deviceCount} device sockets opened on node A: ${connect.failed.slice(0, 3).join('; ')}`);
       await sleep(1500); // presence written, both nodes settled
@@ -374,6 +377,10 @@ async function alertAcross(o: PostgresBenchOptions, serverUrl: string, rate: num
   }
 }
 
+const began = performance.now();
+/** seconds since this module was loaded, for the progress lines */
+const at = () => `[${((performance.now() - began) / 1000).toFixed(0)} s]`;
+
 export async function postgresBench(o: PostgresBenchOptions): Promise<PostgresBenchResult> {
   const { url, source } = server(o.root, o.atExit);
   const [version, settings] = await onServer(url, async (c) => {
@@ -390,6 +397,7 @@ export async function postgresBench(o: PostgresBenchOptions): Promise<PostgresBe
   const create2 = await throughput(o, url, 2, rows, cpu);
   const rate = 100;
   const alert = o.alertSeconds > 0 ? await alertAcross(o, url, rate) : null;
+  console.log(`${at()} PostgreSQL part done`);
   return {
     server: { source, version, settings },
     pool: `DB_POOL_MAX ${process.env.DB_POOL_MAX ?? 10} per node`,
@@ -419,7 +427,7 @@ export function formatPostgres(r: PostgresBenchResult): { text: string; checks: 
     out.push(
       `\nAlert latency across nodes: ${r.alertDevices} devices on WebSockets held by node A (opened in ${a.connect.ms.toFixed(0)} ms), ${r.alertRate} incidents/s for ${r.alertSeconds} s created through node B ` +
         `(open loop, 64 keep-alive connections), 3 callsigns x 2 devices each; every device acks each push.` +
-        (a.mintRetries > 0 ? ` Minting the devices' tokens through node B (8 at a time), ${a.mintRetries} answered 500 (a serialization failure) and were tried again.` : '') +
+        (a.mintRetries > 0 ? ` Minting the devices' tokens through node B (4 at a time), ${a.mintRetries} answered 500 (a serialization failure) and were tried again.` : '') +
         '\n',
     );
     out.push('| measure | p50 | p99 | p99.9 | max | frames | missing | duplicates |');
@@ -432,7 +440,8 @@ export function formatPostgres(r: PostgresBenchResult): { text: string; checks: 
       const [na, nb, cl] = a.cpu.nodes;
       out.push(
         `\nCPU over the window: node A event loop ${na!.mainRan.toFixed(0)} %, other threads ${na!.othersRan.toFixed(0)} %; node B ${nb!.mainRan.toFixed(0)} %, ${nb!.othersRan.toFixed(0)} %; ` +
-          `device clients and CAD ${(cl!.mainRan + cl!.othersRan).toFixed(0)} %; PostgreSQL backends ${a.cpu.backends ? `${a.cpu.backends.ran.toFixed(0)} %` : '?'}; machine idle ${a.cpu.idle.toFixed(0)} %.`,
+          `device clients and CAD ${(cl!.mainRan + cl!.othersRan).toFixed(0)} %; PostgreSQL backends ${a.cpu.backends ? `${a.cpu.backends.ran.toFixed(0)} %` : '?'}; machine idle ${a.cpu.idle.toFixed(0)} %. ` +
+          `The database's active backends by wait (mean): ${formatWaits(a.cpu.waits)}.`,
       );
     }
     if (a.missing > 0) out.push(`\nMISSING: ${a.missing} pushes never arrived (10 s after the last create was answered), among them ${a.missingPushes.join(', ')}`);
