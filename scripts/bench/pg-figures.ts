@@ -32,6 +32,13 @@ export interface WindowCpu {
   waits?: Record<string, number>;
 }
 
+/**
+ * How the bench names a wait for the lock a NOTIFYing transaction takes at commit ("object 0 of
+ * pg_database", held until the commit is flushed: every transaction that NOTIFYs, on the whole
+ * cluster, commits after the one before it has flushed).
+ */
+export const NOTIFY_LOCK = 'Lock: NOTIFY commit queue';
+
 /** waits, the most frequent first, those under 0.05 backends left out: "Lock: transactionid 7.9, IO: WALSync 1.2" */
 export function formatWaits(waits: Record<string, number> | undefined): string {
   const shown = Object.entries(waits ?? {})
@@ -89,7 +96,14 @@ export function throughputLimit(op: string, rps: number, target: number, w: Wind
   const busiest = w.nodes.reduce((a, b) => (b.mainRan > a.mainRan ? b : a), w.nodes[0]!);
   const active = sum(Object.values(w.waits ?? {}));
   const locked = sum(Object.entries(w.waits ?? {}).filter(([k]) => k.startsWith('Lock')).map(([, n]) => n));
-  if (active >= 1 && locked >= active / 2) {
+  const notify = w.waits?.[NOTIFY_LOCK] ?? 0;
+  if (active >= 1 && notify >= active / 2) {
+    out.push(
+      `  NOTIFY's commit lock was the limit: of ${active.toFixed(1)} backends active on average, ${notify.toFixed(1)} waited for it. A transaction that NOTIFYs ` +
+        `holds one cluster-wide lock from its commit until that commit is flushed, so such commits are flushed one at a time, never together: ` +
+        `at most one per WAL flush however many nodes and connections write.`,
+    );
+  } else if (active >= 1 && locked >= active / 2) {
     out.push(
       `  Row locks were the limit: of ${active.toFixed(1)} backends active on average, ${locked.toFixed(1)} waited for a lock held by another transaction ` +
         `(writes naming the same devices take their rows in turn, each until the one before it commits).`,

@@ -22,7 +22,7 @@ import { BENCH_USER, seedPostgres, threeCallsigns } from './seed.js';
 import { cpuBetween, cpuSnapshot, type CpuSnapshot } from './cpu.js';
 import { Clients, pool } from './responder.js';
 import type { AlertResult, ConnectResult, Device } from './devices.js';
-import { CPU_TABLE_HEAD, cpuRow, databaseUrl, formatWaits, throughputLimit, type WindowCpu } from './pg-figures.js';
+import { CPU_TABLE_HEAD, NOTIFY_LOCK, cpuRow, databaseUrl, formatWaits, throughputLimit, type WindowCpu } from './pg-figures.js';
 
 export interface PgRow {
   op: string;
@@ -169,8 +169,13 @@ class Watch {
       sampler.busy = true;
       try {
         const { rows } = await client.query<{ wait: string; n: number }>(
-          `SELECT coalesce(wait_event_type || ': ' || wait_event, 'on a CPU (no wait)') AS wait, count(*)::int AS n FROM pg_stat_activity
-            WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1`,
+          // a backend waits for one lock at a time: the join adds no row. The lock of "object 0 of
+          // pg_database" is the one a transaction that NOTIFYs takes at commit and holds until its
+          // commit is flushed (PostgreSQL's async.c, PreCommit_Notify): named apart
+          `SELECT coalesce(CASE WHEN l.locktype = 'object' AND l.classid = 'pg_database'::regclass AND l.objid = 0 THEN '${NOTIFY_LOCK}' END,
+                           a.wait_event_type || ': ' || a.wait_event, 'on a CPU (no wait)') AS wait, count(*)::int AS n
+             FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted
+            WHERE a.datname = $1 AND a.state = 'active' AND a.pid <> pg_backend_pid() GROUP BY 1`,
           [this.database],
         );
         sampler.samples++;

@@ -1,7 +1,7 @@
 // The PostgreSQL part of the bench (scripts/bench/pg-figures.ts, parts.ts, seed.ts's layout,
 // stats.ts's elapsedSince): its pure figures, on made-up windows.
 import t from 'tap';
-import { cpuPerRequest, cpuRow, databaseUrl, formatWaits, perRequestUs, throughputLimit, type WindowCpu } from '../../scripts/bench/pg-figures.js';
+import { NOTIFY_LOCK, cpuPerRequest, cpuRow, databaseUrl, formatWaits, perRequestUs, throughputLimit, type WindowCpu } from '../../scripts/bench/pg-figures.js';
 import { parseParts } from '../../scripts/bench/parts.js';
 import { callsignGroups } from '../../scripts/bench/seed.js';
 import { elapsedSince } from '../../scripts/bench/stats.js';
@@ -114,4 +114,10 @@ t.test('when frames arrive around their answers, then each is timed from its own
     ),
     [4, -2, 1],
   );
+});
+
+t.test("when most active backends waited for NOTIFY's commit lock, then that lock is named the limit, not row locks", async (t) => {
+  const lines = throughputLimit('op', 180, 1000, window({ idle: 30, waits: { [NOTIFY_LOCK]: 11.8, 'IO: WALSync': 0.6 } }));
+  t.match(lines[1], /NOTIFY's commit lock was the limit: of 12\.4 backends active on average, 11\.8 waited for it/);
+  t.notOk(lines.some((l) => l.includes('Row locks')));
 });
