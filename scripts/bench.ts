@@ -35,6 +35,9 @@ import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
+// shorter than the SQLite windows: three databases seeded, three sets of nodes and 2 000 tokens
+// minted fit in about three minutes (BENCHMARKS.md)
+const PG_DURATION = Number(process.env.BENCH_PG_DURATION_S ?? 5);
 const CONNECTIONS = 50;
 // BENCH_PROFILE=dir: the service runs under `node --cpu-prof` and writes its profile there on exit
 const PROFILE_DIR = process.env.BENCH_PROFILE;
@@ -252,9 +255,7 @@ function runPostgres(): Promise<PostgresBenchResult> | null {
     children,
     load,
     atExit: (fn) => atExit.push(fn),
-    // shorter than the SQLite windows: three databases seeded, three sets of nodes and 2 000
-    // tokens minted fit in about three minutes (BENCHMARKS.md)
-    seconds: Number(process.env.BENCH_PG_DURATION_S ?? 5),
+    seconds: PG_DURATION,
     connections: CONNECTIONS,
     alertSeconds: Number(process.env.BENCH_PG_ALERT_S ?? 15),
     alertDevices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000),
@@ -282,7 +283,7 @@ async function main(): Promise<void> {
     const r = responderRun ? formatResponder(responderRun) : null;
     const p = pgRun ? formatPostgres(pgRun) : null;
     if (pgRun) {
-      console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; LOG_LEVEL=warn)\n`);
+      console.log(`\n## Throughput at ${CONNECTIONS} connections (PostgreSQL, ${PG_DURATION} s each; LOG_LEVEL=warn)\n`);
       console.log(fmt(pgRun.rows));
     }
     if (r) console.log(r.text);
@@ -420,7 +421,7 @@ async function main(): Promise<void> {
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
-  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn)\n`);
+  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn${pgRun ? `; the PostgreSQL rows ${PG_DURATION} s each` : ''})\n`);
   console.log(fmt(rows));
   console.log(`\neach ratio is to the mean of the bare fastify echo route measured for 5 s just before and just after the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);
