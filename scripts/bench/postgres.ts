@@ -311,13 +311,14 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
         const name = `${label}: ${op}`;
         const watch = new Watch(serverUrl, db.name, processes);
         await watch.start();
-        const row = await o.load(name, bases, opts);
+        const row = await o.load(name, bases, { ...opts, seconds: o.seconds });
         const w = await watch.stop(row.total);
         if (w) cpu.set(name, w);
         rows.push(row);
         return row;
       };
       console.log(`${at()} ${label}: driving, ${o.connections} connections${count > 1 ? ` (${o.connections / count} to each node)` : ''}, ${o.seconds} s per operation…`);
+      console.log(`${at()} ${label}: warm-up and windows…`);
       await o.load('warm-up', bases, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
       const create = await measure('POST /incidents (3 callsigns x 2 devices)', { method: 'POST', path: '/api/incidents', headers, body: createBody });
       const disjoint = await measure('POST /incidents, no callsign shared by creates in flight', { method: 'POST', path: '/api/incidents', headers, body: disjointBody });
@@ -325,6 +326,7 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
       await measure('PUT /incidents/update (add 1, remove 1)', { method: 'PUT', path: '/api/incidents/update', headers, body: updateBody });
       await measure('GET /incidents/{id} (500 incidents in turn)', { method: 'GET', path: nextIncident(), nextPath: nextIncident, headers });
     } finally {
+      console.log(`${at()} ${label}: stopping the node${count === 1 ? '' : 's'}…`);
       await stopNodes(nodes);
     }
   } finally {
