@@ -13,6 +13,11 @@
 // windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `idempotency` (not run by default) measures
 // creates and updates with an Idempotency-Key against without (scripts/bench/idempotency.ts);
 // BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds.
+// `--postgres` adds the PostgreSQL part (not
+// run by default; `--only postgres` runs it alone): one node and two nodes, create / update / GET
+// rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
+// server); BENCH_PG_DURATION_S (5) sizes its throughput windows, BENCH_PG_ALERT_S (15) its
+// alert window.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -32,39 +37,42 @@ import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
 import { sweeperBench } from './bench/sweeper.js';
 import { formatIdempotency, idempotencyBench } from './bench/idempotency.js';
+import { parseParts } from './bench/parts.js';
+import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench/postgres.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentStore } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
+// shorter than the SQLite windows: three databases seeded, three sets of nodes and 2 000 tokens
+// minted fit in about three minutes (BENCHMARKS.md)
+const PG_DURATION = Number(process.env.BENCH_PG_DURATION_S ?? 5);
 const CONNECTIONS = 50;
 // BENCH_PROFILE=dir: the service runs under `node --cpu-prof` and writes its profile there on exit
 const PROFILE_DIR = process.env.BENCH_PROFILE;
 // BENCH_SERVICE_ROOT=dir: the service runs from dir/dist/src/main.js (a patched copy of the
 // build, for profiling) instead of this tree's build
 const SERVICE_ROOT = process.env.BENCH_SERVICE_ROOT;
-const PARTS = ['classic', 'alert', 'storm', 'mechanisms', 'sweeper', 'idempotency'] as const;
-/** what a run without --only runs */
-const DEFAULT_PARTS = ['classic', 'alert', 'storm'];
 const only = ((): Set<string> => {
-  const i = process.argv.indexOf('--only');
-  const arg = i >= 0 ? process.argv[i + 1] : process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
-  if (arg === undefined) return new Set(DEFAULT_PARTS);
-  const named = arg.split(',').map((p) => p.trim());
-  const unknown = named.filter((p) => !(PARTS as readonly string[]).includes(p));
-  if (unknown.length > 0 || named.length === 0) {
-    console.error(`--only takes a comma-separated list of ${PARTS.join(', ')}; got ${arg}`);
+  const parsed = parseParts(process.argv.slice(2));
+  if ('error' in parsed) {
+    console.error(parsed.error);
     process.exit(2);
   }
-  return new Set(named);
+  return parsed.parts;
 })();
 const root = join(import.meta.dirname, '..');
 const work = mkdtempSync(join(tmpdir(), 'cad-bench-'));
 const children: ChildProcess[] = [];
+/** what must run at exit, synchronously, after the children are killed (a PostgreSQL cluster started here is stopped) */
+const atExit: (() => void)[] = [];
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
+  for (const fn of atExit) fn();
   rmSync(work, { recursive: true, force: true });
 });
+// Ctrl-C or a kill: through 'exit' above, so that no child or cluster outlives the bench
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(130));
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -94,7 +102,8 @@ async function startService(dbPath: string, extraEnv: Record<string, string> = {
   const flags = ['--v8-pool-size=0', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
   const child = spawn(process.execPath, [...flags, 'dist/src/main.js'], {
     cwd: SERVICE_ROOT ?? root,
-    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
+    // DATABASE_URL only when asked for (the PostgreSQL part's nodes): the SQLite parts run on SQLite whatever the environment says
+    env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, DATABASE_URL: '', LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
@@ -131,13 +140,15 @@ interface Row {
   bareAfter?: number;
 }
 
+/** autocannon's load; with several bases its connections alternate between them (connection i to base i mod n) */
 async function load(
   name: string,
-  base: string,
+  base: string | string[],
   opts: { method: 'GET' | 'POST' | 'PUT'; path: string; nextPath?: () => string; headers?: Record<string, string>; body?: () => unknown; rate?: number; seconds?: number },
 ): Promise<Row> {
   const result = await autocannon({
-    url: base,
+    // autocannon takes an array of URLs (its types say string)
+    url: base as string,
     connections: opts.rate ? 10 : CONNECTIONS,
     duration: opts.seconds ?? DURATION,
     ...(opts.rate ? { overallRate: opts.rate } : {}),
@@ -243,6 +254,23 @@ function runResponder(): ReturnType<typeof responderBench> | null {
   return responderBench({ root, work, alert: only.has('alert'), storm: only.has('storm'), startService, children, seconds: Number(process.env.BENCH_ALERT_S ?? 20), devices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000) });
 }
 
+/** the PostgreSQL part (scripts/bench/postgres.ts), if asked for (`--postgres`, `--only postgres`) */
+function runPostgres(): Promise<PostgresBenchResult> | null {
+  if (!only.has('postgres')) return null;
+  console.log('PostgreSQL: one node, two nodes, alert latency across nodes…');
+  return postgresBench({
+    root,
+    startService,
+    children,
+    load,
+    atExit: (fn) => atExit.push(fn),
+    seconds: PG_DURATION,
+    connections: CONNECTIONS,
+    alertSeconds: Number(process.env.BENCH_PG_ALERT_S ?? 15),
+    alertDevices: Number(process.env.BENCH_ALERT_DEVICES ?? 2000),
+  });
+}
+
 async function main(): Promise<void> {
   // a patched copy is run as it is
   if (SERVICE_ROOT) console.log(`the service from ${SERVICE_ROOT}/dist/src/main.js, not built here`);
@@ -256,24 +284,33 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('sweeper') && !only.has('idempotency')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('sweeper') && !only.has('idempotency')) return;
   }
   if (only.has('sweeper')) {
     const seconds = Number(process.env.BENCH_SWEEPER_S ?? 5);
     const rounds = Number(process.env.BENCH_SWEEPER_ROUNDS ?? 5);
     const oldEvents = Number(process.env.BENCH_SWEEPER_EVENTS ?? 400_000);
     console.log(await sweeperBench({ work, startService, load, seconds, rounds, oldEvents }));
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('idempotency')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('idempotency')) return;
   }
-  if (!only.has('classic') && (only.has('alert') || only.has('storm'))) {
-    const r = formatResponder((await runResponder())!);
-    console.log(r.text);
+  if (!only.has('classic') && (only.has('alert') || only.has('storm') || only.has('postgres'))) {
+    const responderRun = await runResponder();
+    const pgRun = await runPostgres();
+    const r = responderRun ? formatResponder(responderRun) : null;
+    const p = pgRun ? formatPostgres(pgRun) : null;
+    if (pgRun) {
+      console.log(`\n## Throughput at ${CONNECTIONS} connections (PostgreSQL, ${PG_DURATION} s each; LOG_LEVEL=warn)\n`);
+      console.log(fmt(pgRun.rows));
+    }
+    if (r) console.log(r.text);
+    if (p) console.log(p.text);
     console.log(`\n## Checks\n`);
     console.log(`| check | measured | target | |`);
     console.log(`|---|---|---|---|`);
-    for (const c of r.checks) console.log(c);
+    for (const c of [...(r?.checks ?? []), ...(p?.checks ?? [])]) console.log(c);
+    const limits = [...(r?.limits ?? []), ...(p?.limits ?? [])];
     console.log(`\n## What limits the targets not met\n`);
-    console.log(r.limits.length > 0 ? r.limits.join('\n') : 'none: every target is met');
+    console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
     if (!only.has('idempotency')) return;
   }
   console.log(`seeding 10 000 devices…`);
@@ -403,10 +440,14 @@ async function main(): Promise<void> {
   const { create: storeCreate, update: storeUpdate, alone: storeAlone } = await profileStore({ creates: 20_000, updates: 10_000, alone: 1_000 });
   const responderRun = await runResponder();
   const responder = responderRun ? formatResponder(responderRun) : null;
+  const pgRun = await runPostgres();
+  const postgres = pgRun ? formatPostgres(pgRun) : null;
+  // the PostgreSQL rows join the same table (no bare route ran beside them: no ratio)
+  if (pgRun) rows.push(...pgRun.rows);
 
   const target = (ok: boolean) => (ok ? 'met' : 'NOT MET');
   const [create, update, get] = [rows[0]!, rows[1]!, rows[2]!];
-  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn)\n`);
+  console.log(`\n## Throughput at ${CONNECTIONS} connections (${DURATION} s each; DB_SYNCHRONOUS=FULL, LOG_LEVEL=warn${pgRun ? `; the PostgreSQL rows ${PG_DURATION} s each` : ''})\n`);
   console.log(fmt(rows));
   console.log(`\neach ratio is to the mean of the bare fastify echo route measured for 5 s just before and just after the operation`);
   console.log(`\n## Latency at a fixed rate (open loop, evenly paced, ${PACED_CONNECTIONS} keep-alive connections, ${DURATION} s)\n`);
@@ -422,6 +463,7 @@ async function main(): Promise<void> {
   console.log(`\nThe same with autocannon's overallRate (bursts each second, latencies corrected with a 1 ms interval; not a check):\n`);
   console.log(fmt(fixed));
   if (responder) console.log(responder.text);
+  if (postgres) console.log(postgres.text);
   console.log(`\n## Checks\n`);
   console.log(`| check | measured | target | |`);
   console.log(`|---|---|---|---|`);
@@ -434,6 +476,7 @@ async function main(): Promise<void> {
   console.log(`| matching: create with 100 000 vs 100 devices | ${small.toFixed(3)} ms vs ${large.toFixed(3)} ms = ${(large / small).toFixed(2)}x | <= 1.3x | ${target(large / small <= 1.3)} |`);
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
   for (const c of responder?.checks ?? []) console.log(c);
+  for (const c of postgres?.checks ?? []) console.log(c);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);
 
   const pct = (v: number) => `${v.toFixed(0)} %`;
@@ -509,6 +552,7 @@ async function main(): Promise<void> {
     }
   }
   limits.push(...(responder?.limits ?? []));
+  limits.push(...(postgres?.limits ?? []));
   console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
   console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
   console.log(formatStoreProfile(storeCreate));

@@ -10,6 +10,8 @@
 # 127.0.0.1 at a private port (PG_TEST_PORT, default 55432, or the next free one above it) and
 # on a socket folder inside that temporary folder, so it meets no other server on the machine.
 # fsync is off: the cluster is thrown away, its durability is not what the tests test.
+# PG_TEST_DURABLE=1 leaves fsync and full_page_writes on (the server's defaults), for figures
+# that count what a durable commit costs (`npm run bench -- --postgres`).
 # `stop` stops it and removes the folder. Only the two export lines go to stdout.
 set -euo pipefail
 
@@ -45,6 +47,8 @@ start() {
     log "port $port is in use"
     exit 1
   fi
+  local durability="-c fsync=off -c full_page_writes=off"
+  if [ "${PG_TEST_DURABLE:-}" = 1 ]; then durability=""; fi
   local dir
   dir=$(mktemp -d -t cad-pg-test-XXXXXX)
   # the marker `stop` looks for before it removes anything
@@ -58,7 +62,7 @@ start() {
     exit 1
   }
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 start \
-    -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300" >/dev/null || {
+    -o "-p $port -k $dir/socket -c listen_addresses=127.0.0.1 $durability -c max_connections=300" >/dev/null || {
     cat "$dir/server.log" >&2 || true
     rm -rf "$dir"
     log "the server did not start"

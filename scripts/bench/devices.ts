@@ -12,7 +12,7 @@
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { paced, type PacedResult } from './paced.js';
-import { quantiles, stalls, type Quantiles, type Sample, type Stall } from './stats.js';
+import { elapsedSince, quantiles, stalls, type Quantiles, type Sample, type Stall } from './stats.js';
 
 export interface Device {
   deviceId: number;
@@ -59,6 +59,13 @@ export interface AlertResult {
   latency: Quantiles;
   /** the same from when the create was due (open loop: a create sent late, all connections busy, counts its wait) */
   latencyFromDue: Quantiles;
+  /**
+   * the same from when the create's answer was read (its commit is before that): what fan-out
+   * adds once the CAD knows the incident is stored; negative when the frame came first
+   */
+  latencyFromAnswer: Quantiles;
+  /** frames that arrived before their create's answer was read */
+  beforeAnswer: number;
   /** the create's response, from its due time and from its send (paced.ts) */
   post: PacedResult;
   /** frames over 25 ms, grouped when they were sent within 500 ms of each other; ms from the first request */
@@ -165,6 +172,9 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
   // the k-th incident's send time, and which of its devices have had their frame
   const sent = new Float64Array(total).fill(NaN);
   const due = new Float64Array(total).fill(NaN);
+  const answered = new Float64Array(total).fill(NaN);
+  /** each expected frame's first arrival: its incident's index and when */
+  const firsts: { index: number; at: number }[] = [];
   const waiting: Set<number>[] = [];
   let expected = 0;
   for (let k = 0; k < total; k++) {
@@ -194,6 +204,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
       return;
     }
     sampleFrame ||= text;
+    firsts.push({ index: k, at });
     const ms = at - sent[k]!;
     latencies.push(ms);
     fromDue.push(at - due[k]!);
@@ -222,6 +233,9 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
       due[s] = dueAt;
       sent[s++] = at;
     },
+    onAnswered: (i, at) => {
+      answered[i] = at;
+    },
     rate: c.rate,
     seconds: c.seconds,
     connections: c.connections,
@@ -229,6 +243,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
   // every expected frame, or 10 s after the last response
   await Promise.race([arrived, new Promise((r) => setTimeout(r, 10_000))]);
   onFrame = () => {};
+  const fromAnswer = elapsedSince(firsts, answered);
   const missingPushes: string[] = [];
   for (let k = 0; k < total && missingPushes.length < 20; k++) for (const d of waiting[k]!) if (missingPushes.length < 20) missingPushes.push(`${c.run}-a${k} -> device ${d}`);
   return {
@@ -241,6 +256,8 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
     other,
     latency: quantiles(latencies),
     latencyFromDue: quantiles(fromDue),
+    latencyFromAnswer: quantiles(fromAnswer),
+    beforeAnswer: fromAnswer.filter((ms) => ms < 0).length,
     post,
     stalls: stalls(samples, 25, 500),
     sampleFrame,

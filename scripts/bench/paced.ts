@@ -41,6 +41,8 @@ export interface PacedOptions {
   connections: number;
   /** called as each request is written, in order (the n-th call is the n-th body): its due and send times (performance.now()) */
   onSent?: (due: number, sent: number) => void;
+  /** called as each response has been read: the request's index (the n-th sent is n), when (performance.now()) and its status */
+  onAnswered?: (index: number, at: number, status: number) => void;
 }
 
 export interface PacedResult {
@@ -66,6 +68,8 @@ interface Conn {
   busy: boolean;
   due: number;
   sent: number;
+  /** the index of the request it is answering */
+  index: number;
   buf: Buffer;
 }
 
@@ -111,7 +115,7 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
       c.due = dueAt(next);
       c.sent = performance.now();
       if (c.sent - c.due > 2) late++;
-      next++;
+      c.index = next++;
       c.socket.write(bytes);
       o.onSent?.(c.due, c.sent);
     }
@@ -137,6 +141,7 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
       if (status < 200 || status >= 300) errors++;
       fromDue.push(at - c.due);
       fromSend.push(at - c.sent);
+      o.onAnswered?.(c.index, at, status);
       c.busy = false;
       idle.push(c);
       if (++done === total) finish();
@@ -149,7 +154,7 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
       () =>
         new Promise<Conn>((resolve, reject) => {
           const socket = connect(Number(port), hostname, () => resolve(c));
-          const c: Conn = { socket, busy: false, due: 0, sent: 0, buf: Buffer.alloc(0) };
+          const c: Conn = { socket, busy: false, due: 0, sent: 0, index: -1, buf: Buffer.alloc(0) };
           socket.setNoDelay(true);
           socket.on('data', (d: Buffer) => {
             onData(c, d);

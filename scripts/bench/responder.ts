@@ -41,8 +41,8 @@ export interface ResponderResult {
   storm?: { service: StormResult; bare: StormResult[]; queued: number };
 }
 
-/** the device-clients process: one command at a time over IPC */
-class Clients {
+/** the device-clients process (devices.ts): one command at a time over IPC */
+export class Clients {
   private readonly child: ChildProcess;
   private pending: { resolve: (v: unknown) => void; reject: (e: Error) => void } | null = null;
 
@@ -75,7 +75,7 @@ class Clients {
 }
 
 /** runs `fn` over `items`, `n` at a time */
-async function pool<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+export async function pool<T, R>(items: readonly T[], n: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {

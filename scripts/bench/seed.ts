@@ -1,5 +1,7 @@
 // Seeds a fresh database for the benchmark straight through the store's tables (fast):
 // N devices whose callsigns are shared by 1-3 devices, and an integration user reaching all.
+// seed() writes a SQLite file; seedPostgres() the same rows into a migrated PostgreSQL database.
+import pg from 'pg';
 import { callsignKey } from '../../src/domain/callsign.js';
 import { hashPassword } from '../../src/services/secrets.js';
 import { openDatabase, type Db } from '../../src/adapters/sqlite/db.js';
@@ -25,10 +27,7 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
     const insDevice = sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`);
     const link = sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`);
     let made = 0;
-    let group = 0;
-    while (made < devices) {
-      const size = Math.min(devices - made, 1 + (group % 3)); // 1, 2, 3, 1, 2, 3 … devices per callsign
-      const name = `U${group}`;
+    for (const { name, size } of callsignGroups(devices)) {
       if (size === 2) pairCallsigns.push(name);
       if (size === 1) singleCallsigns.push(name);
       const ids: number[] = [];
@@ -39,7 +38,6 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
         ids.push(Number(id));
         made++;
       }
-      group++;
     }
   })();
   sqlite.close();
@@ -55,4 +53,80 @@ export function benchCaller(db: Db): UserRecord {
 /** three consecutive callsigns of `list` from position k (wrapping): 3 callsigns x 2 devices */
 export function threeCallsigns(list: readonly string[], k: number): string[] {
   return [0, 1, 2].map((j) => list[(k + j) % list.length]!);
+}
+
+/** one callsign of the seed and how many devices carry it */
+export interface CallsignGroup {
+  name: string;
+  size: number;
+}
+
+/**
+ * The seed's callsigns for `devices` devices, as seed() lays them out: U0, U1, U2, … carried by
+ * 1, 2, 3, 1, 2, 3 … devices in turn (the last by fewer if the devices run out).
+ */
+export function callsignGroups(devices: number): CallsignGroup[] {
+  const out: CallsignGroup[] = [];
+  for (let made = 0, group = 0; made < devices; group++) {
+    const size = Math.min(devices - made, 1 + (group % 3));
+    out.push({ name: `U${group}`, size });
+    made += size;
+  }
+  return out;
+}
+
+/**
+ * seed()'s rows in a PostgreSQL database already migrated (`url`): the integration user,
+ * `devices` devices laid out by callsignGroups, each linked to the user. Three statements, each
+ * over arrays (unnest), so 10 000 devices take a second, not 20 000 round trips; then ANALYZE.
+ */
+export async function seedPostgres(url: string, devices: number): Promise<{ pairCallsigns: string[]; singleCallsigns: string[]; devicesOf: Map<string, number[]> }> {
+  const hash = await hashPassword(BENCH_USER.password);
+  const groups = callsignGroups(devices);
+  const names: string[] = [];
+  const keys: string[] = [];
+  const uniqueIds: string[] = [];
+  for (const g of groups) {
+    for (let i = 0; i < g.size; i++) {
+      names.push(g.name);
+      keys.push(callsignKey(g.name));
+      uniqueIds.push(`bench-${uniqueIds.length}`);
+    }
+  }
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const idOf = new Map<string, number>();
+  try {
+    await client.query('BEGIN');
+    const user = await client.query<{ id: string }>(
+      `INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit) VALUES ('CAD', $1, $1, $2, -1, 0) RETURNING id`,
+      [BENCH_USER.email, hash],
+    );
+    const made = await client.query<{ id: string; unique_id: string }>(
+      `INSERT INTO devices (name, name_key, unique_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) RETURNING id, unique_id`,
+      [names, keys, uniqueIds],
+    );
+    for (const r of made.rows) idOf.set(r.unique_id, Number(r.id));
+    await client.query(`INSERT INTO user_devices (user_id, device_id) SELECT $1, unnest($2::bigint[])`, [user.rows[0]!.id, [...idOf.values()]]);
+    await client.query('COMMIT');
+    // the planner's statistics, as autovacuum would have them a minute later: without them the
+    // first creates on a freshly seeded database matched callsigns through a plan 20 times slower
+    // (1.7 against 0.08 ms per match, 2026-11-26)
+    await client.query('ANALYZE');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    await client.end();
+  }
+  const pairCallsigns: string[] = [];
+  const singleCallsigns: string[] = [];
+  const devicesOf = new Map<string, number[]>();
+  let k = 0;
+  for (const g of groups) {
+    if (g.size === 2) pairCallsigns.push(g.name);
+    if (g.size === 1) singleCallsigns.push(g.name);
+    devicesOf.set(g.name, Array.from({ length: g.size }, () => idOf.get(uniqueIds[k++]!)!));
+  }
+  return { pairCallsigns, singleCallsigns, devicesOf };
 }

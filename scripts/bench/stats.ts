@@ -1,5 +1,6 @@
 // Pure figures for the responder part of the bench (alert latency, reconnect storm): quantiles
-// of a list of samples, and the stalls in a run (runs of late samples close together in time).
+// of a list of samples, the stalls in a run (runs of late samples close together in time), and
+// each arrival's time since its request's answer.
 
 export interface Quantiles {
   p50: number;
@@ -49,6 +50,19 @@ export function stalls(samples: readonly Sample[], thresholdMs: number, gapMs: n
     } else {
       out.push({ from: s.at, to: s.at, count: 1, max: s.ms });
     }
+  }
+  return out;
+}
+
+/**
+ * For each arrival, ms from `origins[index]` (when its request was answered, say) to its `at`;
+ * negative when it arrived first. Arrivals whose origin is unknown (NaN: never answered) are left out.
+ */
+export function elapsedSince(arrivals: readonly { index: number; at: number }[], origins: ArrayLike<number>): number[] {
+  const out: number[] = [];
+  for (const { index, at } of arrivals) {
+    const origin = origins[index];
+    if (origin !== undefined && !Number.isNaN(origin)) out.push(at - origin);
   }
   return out;
 }
