@@ -83,7 +83,7 @@ t.test('when --postgres is given, then it is added to the default parts, or to t
   t.same(parseParts(['--postgres']), { parts: new Set(['classic', 'alert', 'storm', 'postgres']) });
   t.same(parseParts(['--only', 'postgres']), { parts: new Set(['postgres']) });
   t.same(parseParts(['--only=classic', '--postgres']), { parts: new Set(['classic', 'postgres']) });
-  t.match(parseParts(['--only', 'postgress']), { error: /--only takes a comma-separated list of classic, alert, storm, mechanisms, postgres; got postgress/ });
+  t.match(parseParts(['--only', 'postgress']), { error: /--only takes a comma-separated list of classic, alert, storm, mechanisms, sweeper, idempotency, postgres; got postgress/ });
   t.ok('error' in parseParts(['--only', ',']), 'an empty list is refused');
 });
 
