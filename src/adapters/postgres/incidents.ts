@@ -14,8 +14,15 @@
 //     devices, 2026-11-26): one deleted before the events are written is found missing then
 //     (DeviceGone), and the unit of work runs again without it.
 //  3. write the incident, its callsign keys, the creator's link (a create: one statement), an
-//     incident_versions row, and queue `pg_notify('pushes', '<device id>,<device id>,…')` when
-//     there are events (delivered at the commit, never for a rolled-back write).
+//     incident_versions row; the devices that get events are noted, and told to the other
+//     nodes with `pg_notify('pushes', '<device id>,<device id>,…')` AFTER the commit, never in
+//     the transaction: a transaction that has queued a NOTIFY takes one cluster-wide lock at its
+//     commit and holds it until the commit is on disk, so no two writes that notified could
+//     commit together (7 of 8.6 active backends waited on it in the bench of 2026-11-26,
+//     scripts/bench/postgres.ts). Sent after the commit, the notification is its own short
+//     statement with no write to flush; the device ids of writes that commit in the same turn
+//     of the event loop go in one. A node that dies between the commit and the NOTIFY loses
+//     the notification: the other nodes' 2 s poll (bus.ts) sends those pushes.
 //  4. the events, last, in one statement: the devices that get them locked in ascending id
 //     order (`FOR NO KEY UPDATE`, a materialised CTE the bump joins, so no row is updated
 //     before every lower one is locked): two writes sharing devices never wait on each other
@@ -163,10 +170,30 @@ export class PgIncidents implements IncidentStorePort {
   /** units of work run again (serialization failures, deadlocks, originIds taken, devices deleted meanwhile), for stats */
   retries = 0;
 
+  /** devices with pushes committed and not yet told to the other nodes (flushed once per turn) */
+  private readonly toNotify = new Set<number>();
+  private notifying = false;
+
   constructor(
     private readonly db: PgDb,
     private readonly presence: Presence,
   ) {}
+
+  /** after a commit: the devices it wrote pushes for, told to every node's LISTEN in the next turn */
+  private notifyAfterCommit(deviceIds: readonly number[]): void {
+    for (const id of deviceIds) this.toNotify.add(id);
+    if (this.notifying || this.toNotify.size === 0) return;
+    this.notifying = true;
+    setImmediate(() => {
+      const ids = [...this.toNotify].sort((a, b) => a - b);
+      this.toNotify.clear();
+      this.notifying = false;
+      for (const payload of notifyPayloads(ids)) {
+        // lost (the database away): the other nodes' poll finds these pushes within 2 s
+        this.pool.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]).catch(() => {});
+      }
+    });
+  }
 
   private get pool(): pg.Pool {
     return this.db.$client;
@@ -283,8 +310,6 @@ export class PgIncidents implements IncidentStorePort {
     ]);
     const states = await this.supersede(c, incident.id, drafts);
     const deviceIds = [...new Set(drafts.map((e) => e.deviceId))].sort((a, b) => a - b);
-    // queued with the transaction, delivered at its commit (never for a rolled-back write)
-    for (const payload of notifyPayloads(deviceIds)) await c.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]);
     // the devices locked in ascending id order (the bump joins `locked`, read in its order, so
     // it updates no row before the lower ones are locked); each device's push_seq bumped once
     // by its number of events, which take the numbers in plan order; the events inserted in
@@ -438,7 +463,14 @@ export class PgIncidents implements IncidentStorePort {
    * the callsigns for the caller, lets `decide` say what to write, and writes it, in one
    * transaction; run again whole on a retryable error (runsAgain).
    */
-  write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+  async write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+    const outcome = await this.committed(caller, locator, decide, options);
+    // committed: the other nodes may send these pushes (a replay wrote none)
+    if (outcome.ok && !outcome.replayed && outcome.events.length > 0) this.notifyAfterCommit(outcome.events.map((e) => e.deviceId));
+    return outcome;
+  }
+
+  private committed(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
     const claim = options.idempotency;
     if (!claim) return this.unitOfWork((c) => this.change(c, caller, locator, decide, options));
     return this.unitOfWork(async (c): Promise<Outcome> => {

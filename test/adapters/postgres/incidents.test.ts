@@ -67,7 +67,7 @@ t.test('when an error is a serialization failure, a deadlock or a unique violati
   t.ok(runsAgain(Object.assign(new Error('Failed query'), { cause: { code: '23505', constraint: 'incidents_origin_id' } })), 'also as the cause of a wrapping error (drizzle)');
 });
 
-t.test('when writes commit events, then each notifies "pushes" with its devices’ ids at its commit; a refused or failed write notifies nothing', { skip: pgSkip }, async (t) => {
+t.test('when writes commit events, then each notifies "pushes" with its devices’ ids after its commit; a refused or failed write notifies nothing', { skip: pgSkip }, async (t) => {
   const { w, url } = await pgWorld(t);
   const cad = await w.user('CAD');
   const a = await w.device('E1', cad);
