@@ -132,6 +132,8 @@ export const pgSweeps: readonly PgSweep[] = [
   }),
   // the devices' answers (sqlite/retention.ts)
   walk({ name: 'responses', table: 'responses', time: 'received_at', cutoff: 'retainedSince' }),
+  // webhook deliveries settled, with their attempts (sqlite/retention.ts)
+  walk({ name: 'webhookDeliveries', table: 'webhook_deliveries', time: 'created_at', cutoff: 'retainedSince', keep: `state = 'PENDING'` }),
 ];
 
 /** how many times a batch runs before a deadlock or serialization failure is thrown */

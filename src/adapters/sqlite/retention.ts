@@ -141,6 +141,9 @@ export const sqliteSweeps = [
   // result: a repeat after RETENTION_DAYS is decided again (the assignment's status is kept with
   // the incident, in assignment_responses, and never moves backwards)
   walk({ name: 'responses', table: 'responses', time: 'received_at', cutoff: 'retainedSince' }),
+  // webhook deliveries settled (DELIVERED, FAILED) and older than the retention, with their
+  // attempts (ON DELETE CASCADE); a PENDING one stays until it is sent or fails (24 h)
+  walk({ name: 'webhookDeliveries', table: 'webhook_deliveries', time: 'created_at', cutoff: 'retainedSince', keep: `state = 'PENDING'` }),
 ] as const;
 
 /** the port: each batch one operation of the group commit, the writer path incident writes take */

@@ -151,6 +151,27 @@ export async function retentionContract(t: Test, factory: StorageFactory): Promi
       t.equal(line?.response.status, 'RESPONDING', 'and the assignment never moves backwards');
     });
 
+    t.test('when webhook deliveries are older than the retention, then the settled ones go with their attempts and a PENDING one stays', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      const hook = await w.storage.webhooks.create(cad.id, { url: 'https://cad.example.org/hooks', events: ['incident.closed'], enabled: true }, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', at(0), 20);
+      if (hook === 'LIMIT') throw new Error('limit');
+      const { incident } = ok(t, await w.create(cad, 'HOOKED', [], {}, at(1)));
+      const event = (n: number) => ({ type: 'incident.closed' as const, incidentId: incident.id, originId: 'HOOKED', timestamp: at(n), data: { n } });
+      t.equal(await w.storage.webhooks.enqueue(event(2)), 1);
+      const [first] = await w.storage.webhooks.claim({ now: at(3), until: at(33), by: 'node-a:1', limit: 32, perWebhook: 4 });
+      t.ok(await w.storage.webhooks.settle(first!, { at: at(3), status: 204, error: null, durationMs: 2 }, { state: 'DELIVERED' }));
+      t.equal(await w.storage.webhooks.enqueue(event(4)), 1, 'an old one still PENDING');
+      t.equal(await w.storage.webhooks.enqueue(event(25)), 1, 'a young one');
+
+      const { removed } = await sweepAll(w, cutoffs(20));
+      t.equal(removed.webhookDeliveries, 1, 'only the settled old delivery goes');
+      const left = await w.storage.webhooks.deliveries(hook.id, 10, 0);
+      t.equal(left.length, 2, 'the PENDING old one and the young one stay');
+      t.ok(left.every((d) => d.state === 'PENDING'));
+      t.same((await sweepAll(w, cutoffs(20))).removed, {}, 'a second pass finds nothing');
+    });
+
     t.test('when a batch looks at 2 rows, then a backlog of 10 old pushes is swept in several batches of at most 2, and the young ones stay', async (t) => {
       const w = await world(t, factory);
       const cad = await w.user('CAD');
