@@ -72,7 +72,11 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
  * same credentials are being checked already (a client's parallel calls before its first
  * answer): it shares that check's answer, which tells nothing the other caller is not told.
  */
-export async function checkLogin(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
+export function checkLogin(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
+  return auth.shareLogin(ip, email, password, () => loginOnce(auth, throttle, ip, email, password));
+}
+
+async function loginOnce(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
   const cached = auth.cachedPassword(email, password);
   if (cached) {
     const asked = throttle.admit(ip, email);

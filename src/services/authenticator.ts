@@ -79,6 +79,30 @@ export class Authenticator {
   // Checks being hashed, by the same key as the cache: identical checks in flight (a client's
   // parallel calls with the same Basic credentials) share one hash.
   private readonly checking = new Map<string, Promise<UserRecord | null>>();
+  // Logins in flight (throttle and check), by address and credentials (shareLogin)
+  private readonly logins = new Map<string, Promise<UserRecord | null>>();
+
+  /**
+   * One login at a time for the same credentials from the same address on this node: the
+   * parallel calls of a client (Basic credentials on a burst of requests before its first
+   * answer) share the first one's answer, throttle included, instead of each reserving an
+   * attempt. Reserving is asynchronous with several nodes (the database counts), so without
+   * this a burst of 16 right calls saw 6 or more attempts pending at once and got 429s
+   * (test/e2e/webhooks-nodes.test.ts, 2026-11-26). Sharing tells a caller nothing: it sent the
+   * same credentials. Bounded by the requests in flight.
+   */
+  shareLogin(ip: string, email: string, password: string, login: () => Promise<UserRecord | null>): Promise<UserRecord | null> {
+    const key = sha256(`${ip}\u0000${email.trim().toLowerCase()}\u0000${password}`);
+    const inFlight = this.logins.get(key);
+    if (inFlight) return inFlight;
+    const run = login();
+    this.logins.set(key, run);
+    const done = () => {
+      if (this.logins.get(key) === run) this.logins.delete(key);
+    };
+    run.then(done, done);
+    return run;
+  }
 
   /**
    * Checks email + password. Returns the user, or null for unknown/wrong/disabled. Rejects with
