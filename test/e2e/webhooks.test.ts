@@ -149,6 +149,33 @@ t.test('when a device takes a push and the incident closes, then the receiver ge
   t.equal((await r.log()).length, count, 'and nothing more reached the receiver');
 });
 
+t.test('when a device answers RESPONDING on its socket, then the receiver gets incident.response once, signed, and a repeat of the answer sends nothing more', async (t) => {
+  const r = await receiver(t);
+  const server = await startServer(t, env);
+  const { deviceId, token } = await setUp(server, r, ['incident.response']);
+  const device = await connect(t, `${server.ws}/api/socket/device?token=${token}`);
+  const created = await server.api('POST', '/incidents', cad, { originId: 'CAD-RESP-1', type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 1, resources: ['E1'] });
+  t.equal(created.status, 200);
+  const push = await until('the push', () => device.frames.find((f) => f.type === 'push'));
+  device.ack(push.pushId);
+  const responseId = '6f1c2b0e-8a4d-4c3b-9e2f-1a2b3c4d5e6f';
+  const answer = JSON.stringify({ type: 'response', responseId, incidentId: created.body.id, status: 'RESPONDING' });
+  device.socket.send(answer);
+  await until('the responseResult', () => (device.frames as { type: string }[]).find((f) => f.type === 'responseResult'));
+  const got = await r.until('incident.response', (log) => log.find((x) => parsed(x).type === 'incident.response'));
+  t.same(got.verifiedBy, [0], 'verified with the webhook’s secret');
+  t.equal(got.signatures, 1);
+  t.match(parsed(got), { type: 'incident.response', data: { incidentId: created.body.id, originId: 'CAD-RESP-1', deviceId, callsign: 'E1', status: 'RESPONDING', responseId } });
+  // the same answer again (a device retrying): the first result, nothing recorded, no second delivery
+  device.socket.send(answer);
+  await until('the second responseResult', () => (device.frames as { type: string }[]).filter((f) => f.type === 'responseResult').length === 2);
+  const hookId = (await server.api('GET', '/webhooks', cad)).body[0].id as number;
+  await until('the delivery settled', async () => (await server.api('GET', `/webhooks/${hookId}/deliveries`, cad)).body.every((d: { state: string }) => d.state === 'DELIVERED'));
+  const deliveries = await server.api('GET', `/webhooks/${hookId}/deliveries`, cad);
+  t.equal(deliveries.body.length, 1, 'one delivery written');
+  t.equal((await r.log()).filter((x) => parsed(x).type === 'incident.response').length, 1, 'received once');
+});
+
 t.test('when the service is killed between two attempts and started again, then the delivery is still made, with the same webhook-id', async (t) => {
   const r = await receiver(t);
   const dir = mkdtempSync(join(tmpdir(), 'cad-webhooks-'));
