@@ -46,6 +46,7 @@
 // A write resolves once COMMIT has returned: a committed row is on disk, so events() has no
 // durable horizon here (SQLite's group commit has one).
 import type pg from 'pg';
+import { inTransaction } from './transaction.js';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
 import { utc } from '../../domain/time.js';
@@ -203,32 +204,8 @@ export class PgIncidents implements IncidentStorePort {
    * fn in a transaction of its own on one pooled client, run again (whole) on a retryable error.
    * A client whose ROLLBACK failed is dropped from the pool, not given back half-way through.
    */
-  private async unitOfWork<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt += 1) {
-      const client = await this.pool.connect();
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        try {
-          const result = await fn(client);
-          await client.query('COMMIT');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch((e: unknown) => {
-            broken = e instanceof Error ? e : new Error(String(e));
-          });
-          throw err;
-        }
-      } catch (err) {
-        if (attempt < MAX_RETRIES && !broken && runsAgain(err)) {
-          this.retries += 1;
-          continue;
-        }
-        throw err;
-      } finally {
-        client.release(broken);
-      }
-    }
+  private unitOfWork<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, fn, { retries: MAX_RETRIES, again: runsAgain, onRetry: () => (this.retries += 1) });
   }
 
   async exists(id: number): Promise<boolean> {

@@ -26,6 +26,7 @@
 // in batches, so the tables stay bounded by the logins of one window.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
+import { inTransaction } from './transaction.js';
 import { attemptWait, begun, DEFAULT_ACCOUNT_FAILURES, DEFAULT_THROTTLE_RULES, expired, stillKnown, throttleKeys, type Bucket, type ThrottleKeys } from '../../domain/login-throttle.js';
 import type { LoginAttempt, LoginThrottlePort, ThrottleOptions, ThrottleRefusal } from '../../ports/login-throttle.js';
 import { isRetryable } from './errors.js';
@@ -308,24 +309,6 @@ export class PgLoginThrottle implements LoginThrottlePort {
   }
 
   private transaction<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    return this.retried(async () => {
-      const client = await this.pool.connect();
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        try {
-          const result = await fn(client);
-          await client.query('COMMIT');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch((e: unknown) => {
-            broken = e instanceof Error ? e : new Error(String(e));
-          });
-          throw err;
-        }
-      } finally {
-        client.release(broken);
-      }
-    });
+    return this.retried(() => inTransaction(this.pool, fn, { retries: 0, again: () => false }));
   }
 }

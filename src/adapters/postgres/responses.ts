@@ -12,6 +12,7 @@
 // first on responses_device_response_id and fails with 23505; the unit of work then runs again
 // and finds the first's result. Serialization failures and deadlocks run it again too.
 import type pg from 'pg';
+import { inTransaction } from './transaction.js';
 import type { Assignment, Incident } from '../../domain/incident.js';
 import {
   assignmentOf,
@@ -53,32 +54,8 @@ export class PgResponses implements ResponseStorePort {
     return this.db.$client;
   }
 
-  private async unitOfWork<T>(fn: (c: Client) => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt += 1) {
-      const client = await this.pool.connect();
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN');
-        try {
-          const result = await fn(client);
-          await client.query('COMMIT');
-          return result;
-        } catch (err) {
-          await client.query('ROLLBACK').catch((e: unknown) => {
-            broken = e instanceof Error ? e : new Error(String(e));
-          });
-          throw err;
-        }
-      } catch (err) {
-        if (attempt < MAX_RETRIES && !broken && runsAgain(err)) {
-          this.retries += 1;
-          continue;
-        }
-        throw err;
-      } finally {
-        client.release(broken);
-      }
-    }
+  private unitOfWork<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, fn, { retries: MAX_RETRIES, again: runsAgain, onRetry: () => (this.retries += 1) });
   }
 
   respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string): Promise<ResponseOutcome> {

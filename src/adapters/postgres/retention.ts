@@ -19,6 +19,7 @@
 import type pg from 'pg';
 import type { PgDb } from './db.js';
 import { isRetryable } from './errors.js';
+import { inTransaction } from './transaction.js';
 import type { RetentionCutoffs, RetentionPort, SweepBatch } from '../../ports/retention.js';
 
 type Client = pg.PoolClient;
@@ -147,27 +148,7 @@ export function pgRetention(db: PgDb, sweeps: readonly PgSweep[] = pgSweeps): Re
     async sweep(name, cutoffs, limit, from) {
       const sweep = byName.get(name);
       if (!sweep) throw new Error(`no sweep named ${name}`);
-      for (let attempt = 1; ; attempt++) {
-        const client = await pool.connect();
-        let broken: Error | undefined;
-        try {
-          await client.query('BEGIN');
-          try {
-            const result = await sweep.batch(client, cutoffs, limit, from);
-            await client.query('COMMIT');
-            return result;
-          } catch (err) {
-            await client.query('ROLLBACK').catch((e: unknown) => {
-              broken = e instanceof Error ? e : new Error(String(e));
-            });
-            throw err;
-          }
-        } catch (err) {
-          if (attempt >= ATTEMPTS || broken || !isRetryable(err)) throw err;
-        } finally {
-          client.release(broken);
-        }
-      }
+      return inTransaction(pool, (c) => sweep.batch(c, cutoffs, limit, from), { retries: ATTEMPTS - 1, again: isRetryable });
     },
   };
 }
