@@ -151,7 +151,12 @@ t.test('when an incident is closed, then only webhooks whose owner sees it carry
   const verified = new Webhook(mine.body.secret).verify(post!.body, post!.headers) as { type: string; data: Record<string, unknown> };
   t.match(verified, { type: 'incident.closed', timestamp: String, data: { incidentId: inc.body.id, originId: 'ISO-1', deleted: false } });
   t.throws(() => new Webhook(theirs.body.secret).verify(post!.body, post!.headers), 'another secret does not verify it');
-  const deliveries = await send(app, w.cad, 'GET', `/api/webhooks/${mine.body.id}/deliveries`);
+  // the POST was made; its outcome is written just after it answered: wait for that, bounded
+  let deliveries = await send(app, w.cad, 'GET', `/api/webhooks/${mine.body.id}/deliveries`);
+  for (let i = 0; i < 250 && deliveries.body[0]?.state === 'PENDING'; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    deliveries = await send(app, w.cad, 'GET', `/api/webhooks/${mine.body.id}/deliveries`);
+  }
   t.match(deliveries.body, [{ type: 'incident.closed', incidentId: inc.body.id, state: 'DELIVERED', nextAttemptAt: null, webhookMessageId: post!.headers['webhook-id'], attempts: [{ status: 204, error: null }] }]);
   t.same((await send(app, w.other, 'GET', `/api/webhooks/${theirs.body.id}/deliveries`)).body, [], 'nothing for a user who cannot see the incident');
   // once given permission on the incident, the other user's webhook carries its next closing
