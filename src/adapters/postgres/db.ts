@@ -25,12 +25,6 @@ export interface PostgresOptions {
    * it as an uncaught exception; by default it becomes a process warning.
    */
   onError?: (err: Error) => void;
-  /**
-   * false: this pool's commits return before they are on disk (`synchronous_commit=off`, for the
-   * session). Only for writes a crash may lose because they are done again (adapters/postgres/
-   * storage.ts says which); visibility is unchanged: another session sees the commit at once.
-   */
-  synchronousCommit?: boolean;
 }
 
 /**
@@ -48,12 +42,11 @@ export interface PostgresOptions {
  */
 export const IDLE_IN_TRANSACTION_MS = 5000;
 
-export function openPostgres({ url, poolMax = 10, applicationName, onError, synchronousCommit = true }: PostgresOptions): PgDb {
+export function openPostgres({ url, poolMax = 10, applicationName, onError }: PostgresOptions): PgDb {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolMax,
     idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
-    ...(synchronousCommit ? {} : { options: '-c synchronous_commit=off' }),
     ...(applicationName ? { application_name: applicationName } : {}),
   });
   pool.on('error', onError ?? ((err) => process.emitWarning(`PostgreSQL pool: ${err.message}`)));

@@ -63,29 +63,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
   }
   // the login throttles made (one per app): their pruning stops before the pool ends
   const throttles: PgLoginThrottle[] = [];
-  // The device hub's bookkeeping (sent, acked, expired, presence) on a pool of its own whose
-  // commits do not wait for the disk: a node with 2 000 devices commits about 1 200 of them a
-  // second, and each waiting for its own WAL flush made the alert latency across nodes wait on
-  // WALWrite/WALSync (bench of 2026-11-26). A crash may lose the last of them, and each is done
-  // again: an ack lost leaves its push PENDING, sent again on reconnect and acked again (with its
-  // incident.delivery webhook row, written in the same transaction); a lost EXPIRED is expired by
-  // the next sweep; a lost "sent" only counts an attempt less. Commits on the other pool (the
-  // units of work) stay synchronous, and PostgreSQL flushes the WAL in order, so a write never
-  // survives a crash that lost an earlier bookkeeping commit it read. BENCH_PG_SYNC_OUTBOX=1 keeps
-  // the bookkeeping on the main pool, to measure the difference (BENCHMARKS.md).
-  const outboxDb = process.env.BENCH_PG_SYNC_OUTBOX === '1'
-    ? db
-    : openPostgres({
-        url: options.url,
-        poolMax: Math.max(2, Math.ceil((options.poolMax ?? 10) / 2)),
-        applicationName: options.nodeId ? `cad-${options.nodeId}-outbox` : 'cad-outbox',
-        synchronousCommit: false,
-        onError: (err) => closed === null && onPoolError(err),
-      });
   const close = () =>
-    (closed ??= Promise.all(throttles.map((t) => t.close()))
-      .then(() => db.$client.end())
-      .then(() => (outboxDb === db ? undefined : outboxDb.$client.end())));
+    (closed ??= Promise.all(throttles.map((t) => t.close())).then(() => db.$client.end()));
 
   const factory = (log: FastifyBaseLogger, presence: Presence): PostgresStorage => {
     onPoolError = (err) => log.warn({ err }, 'PostgreSQL: an idle pooled connection failed (a new one is opened when needed)');
@@ -112,7 +91,7 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       db,
       identity: new PgIdentity(db, options.onCredentialsChanged ? { onCredentialsChanged: options.onCredentialsChanged } : {}),
       incidents: new PgIncidents(db, presence),
-      outbox: new PgOutbox(outboxDb),
+      outbox: new PgOutbox(db),
       responses: new PgResponses(db),
       retention: pgRetention(db),
       webhooks: new PgWebhooks(db),
