@@ -35,6 +35,19 @@ import { basename, dirname, join, resolve } from 'node:path';
 /** a backup that was refused or failed; its message is for the operator */
 export class BackupError extends Error {}
 
+/**
+ * How far a backup moves every device's push sequence on (devices.push_seq, the last pushId
+ * given out). A backup is restored after the pushes given out since it was taken are lost with
+ * the rest, but the devices handled them: a device drops a push whose pushId it has handled
+ * (asyncapi.yaml), and a reconnecting device asks for what follows the last pushId it had. Were
+ * the restored sequence to go on from the backup's, the next pushes would reuse pushIds the
+ * device has seen, and be dropped: lost alerts. So the copy's sequences go on a million past
+ * the backup's (a device would need a million pushes between a backup and its restore to meet
+ * them); the gap only means those pushIds were never given out. Pushes pending in the backup keep
+ * their pushIds.
+ */
+export const RESTORE_PUSH_GAP = 1_000_000;
+
 export interface BackupResult {
   file: string;
   bytes: number;
@@ -130,6 +143,13 @@ export function backupDatabase(source: string, file: string, opts: BackupOptions
       throw new BackupError(`copying ${source} failed: ${(err as Error).message}`);
     } finally {
       db.close();
+    }
+    // the copy, not the database: its push sequences past anything a device may see meanwhile
+    const copy = new Database(tmp, { fileMustExist: true });
+    try {
+      copy.prepare('UPDATE devices SET push_seq = push_seq + ?').run(RESTORE_PUSH_GAP);
+    } finally {
+      copy.close();
     }
     const check = checkDatabaseFile(tmp);
     if (check.problems.length > 0) {

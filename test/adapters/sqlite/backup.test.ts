@@ -7,7 +7,7 @@ import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
-import { BackupError, backupDatabase, checkDatabaseFile } from '../../../src/adapters/sqlite/backup.js';
+import { BackupError, RESTORE_PUSH_GAP, backupDatabase, checkDatabaseFile } from '../../../src/adapters/sqlite/backup.js';
 
 /** a migrated database file with `incidents` incidents, closed (no WAL left) */
 function database(t: Test, incidents = 3): { dir: string; path: string } {
@@ -57,6 +57,25 @@ t.test('when the latest commits are only in the WAL of a database another connec
   t.equal(copy.prepare(`SELECT count(*) FROM incidents WHERE origin_id = 'IN-WAL'`).pluck().get(), 1);
   copy.close();
   t.ok(writer.$client.prepare('SELECT 1').get(), 'the writer\'s connection is still usable');
+});
+
+t.test('when a backup is taken, then its devices’ push sequences go on RESTORE_PUSH_GAP past the database’s, which keeps its own', async (t) => {
+  const { dir, path } = database(t);
+  const live = new Database(path);
+  live.prepare(`INSERT INTO devices (name, name_key, unique_id, push_seq) VALUES ('E1', 'e1', 'e1', 7), ('E2', 'e2', 'e2', 0)`).run();
+  live.close();
+  const file = join(dir, 'backup.sqlite');
+  backupDatabase(path, file);
+  const seqs = (p: string) => {
+    const db = new Database(p, { readonly: true });
+    try {
+      return (db.prepare('SELECT push_seq AS s FROM devices ORDER BY id').all() as { s: number }[]).map((r) => r.s);
+    } finally {
+      db.close();
+    }
+  };
+  t.same(seqs(file), [7 + RESTORE_PUSH_GAP, RESTORE_PUSH_GAP], 'a restored service gives out pushIds past any a device handled after the backup');
+  t.same(seqs(path), [7, 0], 'the database itself is untouched');
 });
 
 t.test('when FILE exists, then the backup is refused and FILE is untouched unless forced', async (t) => {
