@@ -29,7 +29,7 @@ import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import { BENCH_USER, benchCaller, seed, threeCallsigns } from './bench/seed.js';
+import { BENCH_USER, benchBearer, benchCaller, benchWorkload, seed } from './bench/seed.js';
 import { paced, type PacedResult } from './bench/paced.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './bench/cpu.js';
 import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile } from './bench/store-profile.js';
@@ -318,33 +318,15 @@ async function main(): Promise<void> {
   const { pairCallsigns } = await seed(dbPath, 10_000);
   const svc = await startService(dbPath);
   const bare = await startBare();
-  const basicAuth = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
-  const token = await (await fetch(`${svc.base}/api/session/token`, { method: 'POST', headers: { authorization: basicAuth } })).text();
-  const headers = { authorization: `Bearer ${token}` };
-
-  const run = `${Date.now().toString(36)}`;
-  let n = 0;
-  const three = (k: number) => threeCallsigns(pairCallsigns, k);
-  const createBody = () => {
-    n++;
-    return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };
-  };
+  const headers = { authorization: `Bearer ${await benchBearer(svc.base)}` };
+  const { targets, targetBody, createBody, updateBody, incidentPaths } = benchWorkload(pairCallsigns, `${Date.now().toString(36)}`);
 
   // incidents to update and read
-  const targets = 500;
   const ids: number[] = [];
   for (let i = 0; i < targets; i++) {
-    const r = await fetch(`${svc.base}/api/incidents`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ ...createBody(), originId: `${run}-t${i}`, resources: three(i * 3) }) });
+    const r = await fetch(`${svc.base}/api/incidents`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(targetBody(i)) });
     ids.push(((await r.json()) as { incident: { id: number } }).incident.id);
   }
-  const version = new Array<number>(targets).fill(0);
-  let u = 0;
-  const updateBody = () => {
-    const i = u++ % targets;
-    version[i]! += 1;
-    return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
-  };
-  let g = 0;
 
   if (only.has('idempotency')) {
     const seconds = Number(process.env.BENCH_IDEMPOTENCY_S ?? 5);
@@ -398,7 +380,7 @@ async function main(): Promise<void> {
   await measure('POST /incidents (3 callsigns x 2 devices)', { method: 'POST', path: '/api/incidents', headers, body: createBody });
   await measure('PUT /incidents/update (add 1, remove 1)', { method: 'PUT', path: '/api/incidents/update', headers, body: updateBody });
   // each request reads the next of the 500 incidents (all updated just before)
-  const nextIncident = () => `/api/incidents/${ids[g++ % ids.length]}`;
+  const nextIncident = incidentPaths(ids);
   await measure('GET /incidents/{id} (500 incidents in turn)', { method: 'GET', path: nextIncident(), nextPath: nextIncident, headers });
   await measure('GET /incidents?status=OPEN&limit=100', { method: 'GET', path: '/api/incidents?status=OPEN&limit=100', headers });
   // Latency at a fixed 1 000 req/s, open loop and evenly paced (scripts/bench/paced.ts says

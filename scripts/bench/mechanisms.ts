@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { MECHANISMS, type Mechanism } from '../../src/adapters/sqlite/engine/tuning.js';
 import { paced } from './paced.js';
 import { cpuBetween, cpuSnapshot } from './cpu.js';
-import { BENCH_USER, seed, threeCallsigns } from './seed.js';
+import { benchBearer, benchWorkload, seed } from './seed.js';
 
 type Load = (
   name: string,
@@ -85,36 +85,15 @@ async function startSubject(o: MechanismsOptions, template: string, pairCallsign
   const dbPath = join(o.work, `mechanisms-${index}.sqlite`);
   copyFileSync(template, dbPath);
   const { base, child } = await o.startService(dbPath, { BENCH_WITHOUT: without });
-  const basicAuth = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
-  const token = await (await fetch(`${base}/api/session/token`, { method: 'POST', headers: { authorization: basicAuth } })).text();
-  const headers = { authorization: `Bearer ${token}` };
-  const run = `${index}-${Date.now().toString(36)}`;
-  let n = 0;
-  const three = (k: number) => threeCallsigns(pairCallsigns, k);
-  const createBody = () => {
-    n++;
-    return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };
-  };
+  const headers = { authorization: `Bearer ${await benchBearer(base)}` };
+  const { targets, targetBody, createBody, updateBody, incidentPaths } = benchWorkload(pairCallsigns, `${index}-${Date.now().toString(36)}`);
   // incidents to update and read
-  const targets = 500;
   const ids: number[] = [];
   for (let i = 0; i < targets; i++) {
-    const r = await fetch(`${base}/api/incidents`, {
-      method: 'POST',
-      headers: { ...headers, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...createBody(), originId: `${run}-t${i}`, resources: three(i * 3) }),
-    });
+    const r = await fetch(`${base}/api/incidents`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(targetBody(i)) });
     ids.push(((await r.json()) as { incident: { id: number } }).incident.id);
   }
-  const version = new Array<number>(targets).fill(0);
-  let u = 0;
-  const updateBody = () => {
-    const i = u++ % targets;
-    version[i]! += 1;
-    return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
-  };
-  let g = 0;
-  const nextIncident = () => `/api/incidents/${ids[g++ % ids.length]}`;
+  const nextIncident = incidentPaths(ids);
   return { config, child, base, headers, createBody, updateBody, nextIncident, samples: { create: [], update: [], get: [], p99: [] }, cpu: { create: [], update: [], get: [], p99: [] }, errors: 0 };
 }
 

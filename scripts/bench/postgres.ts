@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import pg from 'pg';
 import { migratePostgres, openPostgres } from '../../src/adapters/postgres/db.js';
-import { BENCH_USER, seedPostgres, threeCallsigns } from './seed.js';
+import { benchBearer, benchWorkload, seedPostgres } from './seed.js';
 import { cpuBetween, cpuSnapshot, type CpuSnapshot } from './cpu.js';
 import { Clients, pool } from './responder.js';
 import type { AlertResult, ConnectResult, Device } from './devices.js';
@@ -248,13 +248,6 @@ async function startNodes(o: PostgresBenchOptions, url: string, count: number, e
   return nodes;
 }
 
-async function bearerOf(base: string): Promise<string> {
-  const basic = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
-  const r = await fetch(`${base}/api/session/token`, { method: 'POST', headers: { authorization: basic } });
-  if (r.status !== 200) throw new Error(`a token for the bench user: HTTP ${r.status} ${await r.text()}`);
-  return r.text();
-}
-
 /** creates, updates and GETs by id at `connections` connections, through `count` nodes on a fresh database */
 async function throughput(o: PostgresBenchOptions, serverUrl: string, count: number, rows: PgRow[], cpu: Map<string, WindowCpu>): Promise<{ create: PgRow; disjoint: PgRow }> {
   const label = `PostgreSQL, ${count} node${count === 1 ? '' : 's'}`;
@@ -265,15 +258,10 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
     const nodes = await startNodes(o, db.url, count);
     try {
       const bases = nodes.map((n) => n.base);
-      const headers = { authorization: `Bearer ${await bearerOf(bases[0]!)}` };
+      const headers = { authorization: `Bearer ${await benchBearer(bases[0]!)}` };
       const { pairCallsigns } = db.seeded;
       const run = Date.now().toString(36);
-      let n = 0;
-      const three = (k: number) => threeCallsigns(pairCallsigns, k);
-      const createBody = () => {
-        n++;
-        return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };
-      };
+      const { targets, three, createBody, targetBody, updateBody, incidentPaths } = benchWorkload(pairCallsigns, run);
       // The SQLite rows' creates name callsigns n, n+1, n+2: consecutive creates share two of
       // three callsigns, so the 50 in flight wait for each other here, each on the device rows
       // the one before it locked (a device's pushIds are bumped in the writing transaction) until
@@ -283,7 +271,6 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
         m++;
         return { originId: `${run}-d${m}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(3 * m) };
       };
-      const targets = 500;
       const ids = await pool(
         Array.from({ length: targets }, (_, i) => i),
         16,
@@ -291,21 +278,13 @@ async function throughput(o: PostgresBenchOptions, serverUrl: string, count: num
           const r = await fetch(`${bases[i % bases.length]}/api/incidents`, {
             method: 'POST',
             headers: { ...headers, 'content-type': 'application/json' },
-            body: JSON.stringify({ ...createBody(), originId: `${run}-t${i}`, resources: three(i * 3) }),
+            body: JSON.stringify(targetBody(i)),
           });
           if (r.status >= 300) throw new Error(`creating incident ${i}: HTTP ${r.status} ${await r.text()}`);
           return ((await r.json()) as { incident: { id: number } }).incident.id;
         },
       );
-      const version = new Array<number>(targets).fill(0);
-      let u = 0;
-      const updateBody = () => {
-        const i = u++ % targets;
-        version[i]! += 1;
-        return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
-      };
-      let g = 0;
-      const nextIncident = () => `/api/incidents/${ids[g++ % ids.length]}`;
+      const nextIncident = incidentPaths(ids);
       const processes = Object.fromEntries(nodes.map((node, i) => [NODE_NAMES[i]!, node.child.pid!]));
       const measure = async (op: string, opts: Parameters<Load>[2]) => {
         const name = `${label}: ${op}`;
@@ -350,7 +329,7 @@ async function alertAcross(o: PostgresBenchOptions, serverUrl: string, rate: num
     const nodes = [a!, b!];
     const clients = new Clients(o.root, o.children);
     try {
-      const bearer = await bearerOf(b!.base);
+      const bearer = await benchBearer(b!.base);
       // Minted 4 at a time, each tried up to 10 times: on 2026-11-26 (10725fc) one mint in 14
       // answered 500 at 16 at a time, and some failed five times at 8: a serialization failure
       // (40001) among concurrent mints for one user that PgIdentity's five attempts did not

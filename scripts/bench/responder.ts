@@ -11,7 +11,7 @@
 // event loop, nor the bench's figures on theirs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { BENCH_USER, seed } from './seed.js';
+import { benchBearer, seed } from './seed.js';
 import { cpuBetween, cpuSnapshot, type CpuUsage } from './cpu.js';
 import type { AlertResult, Command, ConnectResult, Device, StormResult } from './devices.js';
 
@@ -121,8 +121,7 @@ export async function responderBench(o: ResponderOptions): Promise<ResponderResu
   settings.push(`REQUEST_TIMEOUT_S ${process.env.REQUEST_TIMEOUT_S ?? 30} s (a storm's upgrade requests arrive as soon as accepted): unchanged`);
 
   const svc = await o.startService(dbPath, env);
-  const basic = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
-  const bearer = await (await fetch(`${svc.base}/api/session/token`, { method: 'POST', headers: { authorization: basic } })).text();
+  const bearer = await benchBearer(svc.base);
   const devices: Device[] = await pool(deviceIds, 16, async (deviceId) => {
     const r = await fetch(`${svc.base}/api/devices/${deviceId}/token`, { method: 'POST', headers: { authorization: `Bearer ${bearer}` } });
     if (r.status !== 200) throw new Error(`minting a token for device ${deviceId}: HTTP ${r.status} ${await r.text()}`);

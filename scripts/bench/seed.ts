@@ -55,6 +55,42 @@ export function threeCallsigns(list: readonly string[], k: number): string[] {
   return [0, 1, 2].map((j) => list[(k + j) % list.length]!);
 }
 
+/** a token of the bench user (BENCH_USER) from the service at `base` */
+export async function benchBearer(base: string): Promise<string> {
+  const basic = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
+  const r = await fetch(`${base}/api/session/token`, { method: 'POST', headers: { authorization: basic } });
+  if (r.status !== 200) throw new Error(`a token for the bench user: HTTP ${r.status} ${await r.text()}`);
+  return r.text();
+}
+
+/**
+ * The bodies every throughput part sends, over the seed's callsigns (`pairCallsigns`): creates
+ * naming callsigns n, n+1, n+2 (consecutive creates share two of three); `targets` incidents to
+ * update and read, created with targetBody(i); updates that move each target by one callsign in
+ * turn; and GET paths that walk the targets' ids.
+ */
+export function benchWorkload(pairCallsigns: readonly string[], run: string, targets = 500) {
+  let n = 0;
+  const three = (k: number) => threeCallsigns(pairCallsigns, k);
+  const createBody = () => {
+    n++;
+    return { originId: `${run}-${n}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, description: 'bench', resources: three(n) };
+  };
+  const targetBody = (i: number) => ({ ...createBody(), originId: `${run}-t${i}`, resources: three(i * 3) });
+  const version = new Array<number>(targets).fill(0);
+  let u = 0;
+  const updateBody = () => {
+    const i = u++ % targets;
+    version[i]! += 1;
+    return { originId: `${run}-t${i}`, type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2, resources: three(i * 3 + version[i]!) };
+  };
+  const incidentPaths = (ids: readonly number[]) => {
+    let g = 0;
+    return () => `/api/incidents/${ids[g++ % ids.length]}`;
+  };
+  return { targets, three, createBody, targetBody, updateBody, incidentPaths };
+}
+
 /** one callsign of the seed and how many devices carry it */
 export interface CallsignGroup {
   name: string;

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { openDatabase } from '../../src/adapters/sqlite/db.js';
 import { sqliteSweeps } from '../../src/adapters/sqlite/retention.js';
 import { DEFAULT_RETENTION } from '../../src/services/retention.js';
-import { BENCH_USER, seed, threeCallsigns } from './seed.js';
+import { BENCH_USER, benchBearer, seed, threeCallsigns } from './seed.js';
 
 type Load = (
   name: string,
@@ -153,8 +153,7 @@ export async function sweeperBench(o: SweeperBenchOptions): Promise<string> {
     const path = join(o.work, `sweeper-${i}.sqlite`);
     copyFileSync(template, path);
     const { base, child } = await o.startService(path, cfg.env);
-    const basicAuth = `Basic ${Buffer.from(`${BENCH_USER.email}:${BENCH_USER.password}`).toString('base64')}`;
-    const token = await (await fetch(`${base}/api/session/token`, { method: 'POST', headers: { authorization: basicAuth } })).text();
+    const token = await benchBearer(base);
     const run = `${i}-${Date.now().toString(36)}`;
     let n = 0;
     const body = () => {
