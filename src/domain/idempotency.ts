@@ -7,6 +7,9 @@
 /** the longest key taken, in characters of its content */
 export const IDEMPOTENCY_KEY_MAX = 255;
 
+/** an sf-string without escapes, of 1 to IDEMPOTENCY_KEY_MAX characters */
+const PLAIN_KEY = new RegExp(`^"([\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]{1,${IDEMPOTENCY_KEY_MAX}})"$`);
+
 export type KeyParse = { ok: true; key: string } | { ok: false; why: string };
 
 /**
@@ -17,6 +20,9 @@ export type KeyParse = { ok: true; key: string } | { ok: false; why: string };
  * outside printable ASCII are refused.
  */
 export function parseIdempotencyKey(header: string): KeyParse {
+  // the usual key, a quoted UUID, with no escape to read
+  const plain = PLAIN_KEY.exec(header);
+  if (plain) return { ok: true, key: plain[1]! };
   const v = header.trim();
   let key: string;
   if (v.startsWith('"')) {
@@ -51,20 +57,25 @@ export function parseIdempotencyKey(header: string): KeyParse {
 }
 
 /**
- * JSON with every object's keys in code-unit order, at every depth: two bodies that differ only
- * in key order or spacing give the same text. Arrays keep their order (it means something:
- * `resources`). `undefined` members are left out, as JSON.stringify does.
+ * JSON with every object's keys sorted, at every depth: two bodies that differ only in key order
+ * or spacing give the same text. Arrays keep their order (it means something: `resources`).
+ * `undefined` members are left out, as JSON.stringify does. The keys are sorted by building a
+ * copy that JSON.stringify then writes (about 1 µs for an incident body, against 1.4 µs for
+ * writing each member here, 2026-11-26); a JavaScript object puts integer-like keys (`"10"`)
+ * first in numeric order whatever the order they came in, so the text is canonical still.
  */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
-  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? 'null' : canonicalJson(v))).join(',')}]`;
+  return JSON.stringify(sortedCopy(value)) ?? 'null';
+}
+
+function sortedCopy(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.some((v) => v !== null && typeof v === 'object') ? value.map(sortedCopy) : value;
   const obj = value as Record<string, unknown>;
-  const parts: string[] = [];
-  for (const k of Object.keys(obj).sort()) {
-    if (obj[k] === undefined) continue;
-    parts.push(`${JSON.stringify(k)}:${canonicalJson(obj[k])}`);
-  }
-  return `{${parts.join(',')}}`;
+  // no prototype: a member named __proto__ is a member, as in the JSON it came from
+  const out = Object.create(null) as Record<string, unknown>;
+  for (const k of Object.keys(obj).sort()) out[k] = sortedCopy(obj[k]);
+  return out;
 }
 
 /** what the fingerprint of a request is made of, in one text (services/idempotency.ts hashes it) */

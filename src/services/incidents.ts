@@ -168,8 +168,10 @@ export class IncidentService {
       );
     }
     try {
+      // written out, not spread: the same shape as every other write's options
       const options: WriteOptions = {
-        ...change.options,
+        callsigns: change.options.callsigns,
+        now: change.options.now,
         idempotency: {
           key,
           fingerprint: print,

@@ -51,6 +51,12 @@ t.test('when two bodies differ only in key order or spacing, then their canonica
   t.equal(canonicalJson({ a: undefined, b: 1 }), '{"b":1}', 'undefined members are left out, as JSON does');
   t.equal(canonicalJson([undefined, 1]), '[null,1]', 'and an undefined array entry is null, as JSON has it');
   t.equal(canonicalJson(undefined), 'null');
+  t.equal(
+    canonicalJson(JSON.parse('{"r": [{"b": 1, "a": 2}], "10": 1, "9": 2}')),
+    canonicalJson(JSON.parse('{"9": 2, "10": 1, "r": [{"a": 2, "b": 1}]}')),
+    'objects inside arrays are sorted too; integer-like keys come in one order whatever order they came in',
+  );
+  t.equal(canonicalJson(JSON.parse('{"b": 1, "__proto__": {"x": 1}}')), '{"__proto__":{"x":1},"b":1}', 'a member named __proto__ is a member');
   const req = { method: 'PUT', path: '/api/incidents/1', ifMatch: null, body: { a: 1 } };
   t.not(requestIdentity(req), requestIdentity({ ...req, method: 'POST' }));
   t.not(requestIdentity(req), requestIdentity({ ...req, path: '/api/incidents/2' }));
