@@ -122,8 +122,6 @@ export interface IncidentStorePort {
   /**
    * Removes up to `limit` Idempotency-Keys created before `createdBefore` (past their
    * retention: they are taken as new anyway), oldest first; resolves with how many it removed.
-   * SQLite looks only at the `limit` keys it stored first (no index on created_at): a key
-   * stored out of created_at order may end a step early, and the next sweep goes on.
    */
   sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number>;
   list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }>;

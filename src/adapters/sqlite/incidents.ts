@@ -103,10 +103,9 @@ export class IncidentStore {
       keyAnswer: p(`SELECT fingerprint, created_at AS createdAt, answer FROM idempotency_keys WHERE user_id = ? AND key = ?`),
       // a key past its retention is replaced
       keyStore: p(`INSERT OR REPLACE INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES (?, ?, ?, ?, ?)`),
-      // the oldest `limit` keys stored (rowid order is the order they were stored), those past
-      // their retention: a sweep reads no more than `limit` rows, whatever the table holds
       keySweep: p(
-        `DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys ORDER BY rowid LIMIT ?) AND created_at < ?`,
+        `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
+           SELECT user_id, key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
       ),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
@@ -236,14 +235,9 @@ export class IncidentStore {
     return entry;
   }
 
-  /**
-   * Of the `limit` Idempotency-Keys stored first, those created before `createdBefore`,
-   * removed. Keys are stored in created_at order but for the few milliseconds a group commit
-   * takes (or a clock set back): a key not yet past its retention among them is kept, and fewer
-   * than `limit` removed ends the sweep (services/incidents.ts); the next one goes on.
-   */
+  /** up to `limit` Idempotency-Keys created before `createdBefore`, oldest first, removed */
   sweepIdempotencyKeys(createdBefore: string, limit: number): number {
-    return this.st.keySweep.run(limit, createdBefore).changes;
+    return this.st.keySweep.run(createdBefore, limit).changes;
   }
 
   /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */

@@ -117,10 +117,8 @@ export const incidents = sqliteTable(
  * The Idempotency-Keys of incident writes, per user (DESIGN section 12): written in the unit of
  * work of the write they answer, with that answer (ports/incidents.ts StoredAnswer, JSON) and
  * the request's fingerprint. Kept IDEMPOTENCY_TTL_H hours after created_at, then swept in
- * batches, oldest first: in rowid order, which is the order keys were stored (a rowid is one more
- * than the largest), so no index on created_at; one past its retention is taken as new before
- * the sweep reaches it. Measured 2026-11-26 (BENCHMARKS.md): the index cost a keyed create about
- * 2 µs of its unit of work, for a sweep every 10 s.
+ * batches, oldest first (created_at's index); one past its retention is taken as new before
+ * the sweep reaches it.
  */
 export const idempotencyKeys = sqliteTable(
   'idempotency_keys',
@@ -131,7 +129,7 @@ export const idempotencyKeys = sqliteTable(
     createdAt: text('created_at').notNull(),
     answer: text('answer').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.userId, t.key] })],
+  (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_at').on(t.createdAt)],
 );
 
 /**

@@ -1,1 +1,0 @@
-DROP INDEX `idempotency_keys_created_at`;
