@@ -5,7 +5,7 @@
 // handled here: 409 for the same request, 422 for another one (as the store would once the first
 // is stored). A repeat on another node (PostgreSQL) waits for the first's transaction
 // instead, then gets its answer: never two writes either way.
-import { hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { requestIdentity } from '../domain/idempotency.js';
 
 /** what makes two requests with one key the same request */
@@ -19,7 +19,7 @@ export interface RequestShape {
 }
 
 export function fingerprint(request: RequestShape): string {
-  return hash('sha256', requestIdentity(request), 'base64url');
+  return createHash('sha256').update(requestIdentity(request)).digest('base64url');
 }
 
 /**
