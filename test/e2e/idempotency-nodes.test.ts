@@ -180,7 +180,7 @@ t.test('when one create with one Idempotency-Key is sent 16 times at once across
 
   const listed = await w.b.api('GET', '/incidents?all=true&originId=IDEM-1', ADMIN);
   t.same(listed.body.map((i: { id: number }) => i.id), [id], 'one incident with its originId');
-  t.same((await w.a.api('GET', '/incidents?all=true', ADMIN)).body.length, 1, 'and no other');
+  t.equal((await w.a.api('GET', '/incidents?all=true', ADMIN)).body.length, 1, 'and no other');
   t.same(await w.events(id), [
     { type: 'incidentAssigned', deviceId: w.ids.e1 },
     { type: 'incidentAssigned', deviceId: w.ids.e2 },
@@ -276,9 +276,10 @@ t.test('when two updates with one If-Match are sent at once, one to each node, t
   const created = await send(w.a, 'POST', '/incidents', incident('IDEM-4', ['E1']));
   const id = created.body.id as number;
   let etag = created.etag!;
-  const ROUNDS = 5;
+  const ROUNDS = 10;
   for (let round = 1; round <= ROUNDS; round += 1) {
-    const bodies = [w.a, w.b].map((_, n) => incident('IDEM-4', ['E1'], { description: `round ${round} through node ${n ? 'B' : 'A'}` }));
+    const descriptions = [`round ${round} through node A`, `round ${round} through node B`];
+    const bodies = descriptions.map((description) => incident('IDEM-4', ['E1'], { description }));
     const [ra, rb] = await Promise.all([send(w.a, 'PUT', `/incidents/${id}`, bodies[0], { ifMatch: etag }), send(w.b, 'PUT', `/incidents/${id}`, bodies[1], { ifMatch: etag })]);
     const both = [ra!, rb!];
     const won = both.filter((r) => r.status === 200 || r.status === 202);
@@ -289,7 +290,7 @@ t.test('when two updates with one If-Match are sent at once, one to each node, t
     t.equal(won[0]!.etag, next, `round ${round}: the ETag moved by one`);
     const read = await send(won[0] === ra ? w.b : w.a, 'GET', `/incidents/${id}`, undefined);
     t.equal(read.etag, next, `round ${round}: one write, as stored`);
-    t.equal(read.body.description, bodies[won[0] === ra ? 0 : 1]!.description, `round ${round}: the winner's body is stored`);
+    t.equal(read.body.description, descriptions[won[0] === ra ? 0 : 1], `round ${round}: the winner's body is stored`);
     t.equal(failed[0]!.body.type, 'urn:cad-incident:problem:precondition-failed');
     t.same(failed[0]!.body.incident, read.body, `round ${round}: the 412 carries the incident as it is now`);
     t.equal(failed[0]!.etag, next, `round ${round}: and its ETag`);
