@@ -20,9 +20,12 @@ export interface PostgresOptions {
   /** shown in pg_stat_activity; NODE_ID is a good one */
   applicationName?: string;
   /**
-   * An idle pooled connection failed (the server restarted, the network dropped it): the pool
-   * has already dropped it and opens a new one when needed. Without a listener `pg` would throw
-   * it as an uncaught exception; by default it becomes a process warning.
+   * A pooled connection failed (the server restarted, the network dropped it, the server ended
+   * a transaction left idle: IDLE_IN_TRANSACTION_MS), whether it sat idle in the pool or was
+   * checked out by a unit of work. An idle one the pool drops and replaces; a checked-out one
+   * fails its next statement, and its unit of work ROLLBACKs or drops it (transaction.ts).
+   * Without a listener `pg` would throw it as an uncaught exception; by default it becomes a
+   * process warning. Told once per connection.
    */
   onError?: (err: Error) => void;
 }
@@ -49,7 +52,23 @@ export function openPostgres({ url, poolMax = 10, applicationName, onError }: Po
     idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
     ...(applicationName ? { application_name: applicationName } : {}),
   });
-  pool.on('error', onError ?? ((err) => process.emitWarning(`PostgreSQL pool: ${err.message}`)));
+  const report = onError ?? ((err: Error) => process.emitWarning(`PostgreSQL pool: ${err.message}`));
+  // pg-pool listens for the errors of its idle clients only: a checked-out client whose server
+  // ends it between two statements (a node frozen past IDLE_IN_TRANSACTION_MS, then resumed)
+  // emits 'error' with no listener, which crashed the node (2026-11-26, found by a SIGSTOP and
+  // SIGCONT of a node in the middle of writes). Every client gets a listener of its own when it
+  // connects, and reports the first error of its connection (a connection the server ends emits
+  // the server's error, then "Connection terminated unexpectedly"); the pool's own 'error' (the
+  // same error, for an idle client) is already reported by it.
+  pool.on('connect', (client) => {
+    let told = false;
+    client.on('error', (err) => {
+      if (told) return;
+      told = true;
+      report(err);
+    });
+  });
+  pool.on('error', () => {});
   return drizzle(pool, { schema }) as PgDb;
 }
 
