@@ -1,10 +1,9 @@
 // Safe retries (DESIGN section 12), the part that is not pure: the fingerprint of a request (a
 // SHA-256 of what makes it the same request, domain/idempotency.ts), and which keys are in flight
 // on this node. The key and its answer are stored by the store's unit of work (ports/incidents.ts
-// IdempotencyClaim); this only answers a repeat that arrives while the first is still being
-// handled here: 409 for the same request, 422 for another one (as the store would once the first
-// is stored). A repeat on another node (PostgreSQL) waits for the first's transaction
-// instead, then gets its answer: never two writes either way.
+// IdempotencyClaim); this only answers a request that arrives while another with its key is
+// still being handled here: 409, retry later. A request on another node (PostgreSQL) waits for
+// the first's transaction instead, then gets its answer: never two writes either way.
 import { createHash } from 'node:crypto';
 import { requestIdentity } from '../domain/idempotency.js';
 
@@ -28,16 +27,14 @@ export function fingerprint(request: RequestShape): string {
  * when the request's answer is known. As many as the requests in flight, no more.
  */
 export class KeysInFlight {
-  /** (user, key) → the fingerprint of the request in flight with it */
-  private readonly held = new Map<string, string>();
+  private readonly held = new Set<string>();
 
-  /** 'taken', or the request in flight with this key: the same one, or another */
-  take(userId: number, key: string, fingerprint: string): 'taken' | 'same' | 'other' {
+  /** true if the key was free and is now this request's; false if a request in flight holds it */
+  take(userId: number, key: string): boolean {
     const slot = `${userId}\n${key}`;
-    const holder = this.held.get(slot);
-    if (holder !== undefined) return holder === fingerprint ? 'same' : 'other';
-    this.held.set(slot, fingerprint);
-    return 'taken';
+    if (this.held.has(slot)) return false;
+    this.held.add(slot);
+    return true;
   }
 
   release(userId: number, key: string): void {

@@ -147,27 +147,29 @@ export class IncidentService {
   ) {}
 
   /**
-   * The unit of work, with the request's Idempotency-Key if it has one: a repeat while the
-   * first is in flight on this node is 409, another request with the key 422 (the key taken
-   * before anything is awaited); otherwise the
-   * store decides, in the write's own transaction, whether the key answers instead (ports/
-   * incidents.ts). A replayed answer publishes nothing: its pushes were sent the first time.
+   * The unit of work, with the request's Idempotency-Key if it has one: a request whose key is
+   * held by another request in flight on this node is 409, whatever its body (the key taken
+   * before anything is awaited); otherwise the store decides, in the write's own transaction,
+   * whether the key answers instead (ports/incidents.ts): the first answer replayed, or 422 for
+   * another request. The in-flight request may itself be a retry, or another request with the
+   * key: only the stored first request says which request is "the same", so a 409 never guesses
+   * (until 2026-11-26 a retry that met another request's in flight was refused 422, "send a new
+   * key", although it was the stored one's retry). A replayed answer publishes nothing: its
+   * pushes were sent the first time.
    */
   private async run(change: Change, caller: Caller, request: WriteRequest = {}): Promise<IncidentResult> {
     if (!change.ok) throw refusalOf(change.refusal);
     const key = request.idempotencyKey;
     if (key === undefined) return this.written(await this.store.write(caller, change.locator, change.decide, change.options));
     if (!request.shape) throw new Error('a write with an Idempotency-Key needs the request it fingerprints');
-    const print = fingerprint(request.shape);
-    const held = this.inFlight.take(caller.id, key, print);
-    if (held === 'other') throw refusalOf({ code: 'IDEMPOTENCY_KEY_REUSED' });
-    if (held === 'same') {
+    if (!this.inFlight.take(caller.id, key)) {
       throw new Refused(
         'IDEMPOTENCY_KEY_IN_USE',
         'A request with this Idempotency-Key is still being processed. Retry after Retry-After seconds: the retry gets its answer.',
       );
     }
     try {
+      const print = fingerprint(request.shape);
       // written out, not spread: the same shape as every other write's options
       const options: WriteOptions = {
         callsigns: change.options.callsigns,

@@ -237,8 +237,8 @@ t.test('when a request comes again while the first with its key is in flight, th
   t.equal(second.body.type, 'urn:cad-incident:problem:idempotency-key-in-use');
   t.equal(second.headers['retry-after'], '1');
   const otherBody = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'in-flight', payload: incidentBody({ priority: 9 }) });
-  t.equal(otherBody.status, 422, 'another request with the key in flight: 422, as once it is stored');
-  t.equal(otherBody.body.type, 'urn:cad-incident:problem:idempotency-key-reused');
+  t.equal(otherBody.status, 409, 'another request with the key in flight: 409 too (only the stored first request tells 422)');
+  t.equal(otherBody.body.type, 'urn:cad-incident:problem:idempotency-key-in-use');
   t.equal(writes.waiting(), 1, 'neither reached the store');
   writes.release();
   const answered = await first;
@@ -247,6 +247,29 @@ t.test('when a request comes again while the first with its key is in flight, th
   t.equal(retry.raw, answered.raw, 'a retry after the answer gets it');
   t.equal(retry.headers['idempotent-replayed'], 'true');
   t.equal((await events(s.app)).length, before + 3, 'one update written: A7 stood down, E1’s two devices assigned');
+  const otherLater = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'in-flight', payload: incidentBody({ priority: 9 }) });
+  t.equal(otherLater.status, 422, 'the other request, sent again once the first is stored: 422');
+});
+
+t.test('when a faithful retry meets another request with its key in flight, then it is 409, never 422, and sent again it gets the first answer', async (t) => {
+  const writes = heldWrites();
+  const s = await setUp(t, { wrapStorage: writes.wrap });
+  const body = incidentBody({ resources: ['A7'] });
+  const first = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'answered', payload: body });
+  t.equal(first.status, 202, 'stored (A7 offline)');
+  writes.hold();
+  // a request with the key and another body reaches the store and waits there
+  const other = call(s.app, s.cad, 'POST', '/api/incidents', { key: 'answered', payload: incidentBody({ resources: ['A7'], priority: 9 }) });
+  while (writes.waiting() === 0) await new Promise((r) => setImmediate(r));
+  const retry = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'answered', payload: body });
+  t.equal(retry.status, 409, 'the retry of the stored request meets the other in flight: retry later, not "send a new key"');
+  t.equal(retry.body.type, 'urn:cad-incident:problem:idempotency-key-in-use');
+  writes.release();
+  const refused = await other;
+  t.equal(refused.status, 422, 'the other request is told by the stored first one');
+  const again = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'answered', payload: body });
+  t.equal(again.raw, first.raw, 'the retry sent again gets the first answer');
+  t.equal(again.headers['idempotent-replayed'], 'true');
 });
 
 t.test('when the write fails (500), then the key keeps nothing and a retry is processed', async (t) => {
