@@ -1,8 +1,11 @@
 // Safe retries (DESIGN section 12): the rules of an Idempotency-Key that need no I/O. The key is
 // the IETF httpapi draft's ("The Idempotency-Key HTTP Header Field"): an RFC 8941 sf-string,
 // `"…"` of printable ASCII with `\"` and `\\` as its only escapes. A request is the same request
-// when its method, path, If-Match and body (canonical: object keys sorted, so key order and
+// when its method, path (as routed: the incident id however it is spelled), If-Match (the
+// precondition, however it is spelled) and body (canonical: object keys sorted, so key order and
 // spacing do not count) are; services/idempotency.ts hashes that into the stored fingerprint.
+
+import type { IfMatch } from './incident.js';
 
 /** the longest key taken, in characters of its content */
 export const IDEMPOTENCY_KEY_MAX = 255;
@@ -47,8 +50,9 @@ export function parseIdempotencyKey(header: string): KeyParse {
     if (i !== v.length - 1) return { ok: false, why: 'must be one sf-string (one header line, nothing after the closing quote)' };
     key = out;
   } else {
-    if (!/^[\x21-\x7e]*$/.test(v)) return { ok: false, why: 'must be printable ASCII (an sf-string: "…")' };
+    // a comma first: two header lines arrive joined by ", ", whose space is not the reason
     if (/["\\,]/.test(v)) return { ok: false, why: 'must be one sf-string ("…"); a bare key may not hold quotes, backslashes or commas' };
+    if (!/^[\x21-\x7e]*$/.test(v)) return { ok: false, why: 'must be printable ASCII (an sf-string: "…")' };
     key = v;
   }
   if (key.length === 0) return { ok: false, why: 'must not be empty' };
@@ -76,6 +80,20 @@ function sortedCopy(value: unknown): unknown {
   const out = Object.create(null) as Record<string, unknown>;
   for (const k of Object.keys(obj).sort()) out[k] = sortedCopy(obj[k]);
   return out;
+}
+
+/**
+ * The If-Match precondition as the fingerprint takes it: `*`, or the tags of ours it lists,
+ * sorted, each once, as `"<id>-<version>"` joined by ", " (one tag: the header as an ETag
+ * gives it), so `"a","b"` and `"b", "a"` are one precondition. A list without a tag of ours (it
+ * always fails) is taken as sent. None: null.
+ */
+export function preconditionIdentity(ifMatch: IfMatch | null, header: string | undefined): string | null {
+  if (ifMatch === null || header === undefined) return null;
+  if (ifMatch === '*') return '*';
+  if (ifMatch.length === 0) return header.trim();
+  const tags = [...new Set(ifMatch.map((t) => `"${t.id}-${t.version}"`))].sort();
+  return tags.join(', ');
 }
 
 /** what the fingerprint of a request is made of, in one text (services/idempotency.ts hashes it) */

@@ -10,9 +10,9 @@ import { requestIdentity } from '../domain/idempotency.js';
 /** what makes two requests with one key the same request */
 export interface RequestShape {
   method: string;
-  /** the path as sent, without its query */
+  /** the path as routed, its parameters as validated (`/api/incidents/133`), without the query */
   path: string;
-  /** the If-Match header as sent (a different precondition is a different request) */
+  /** the If-Match precondition (domain/idempotency.ts preconditionIdentity; another is another request) */
   ifMatch: string | null;
   body: unknown;
 }

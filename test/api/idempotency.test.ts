@@ -138,6 +138,30 @@ t.test('when a key comes again with another request, then 422 and nothing is wri
   t.equal(withPrecondition.status, 422, 'another If-Match is another request');
 });
 
+t.test('when a retry spells the incident id or the If-Match list another way, then it is the same request and gets the first answer', async (t) => {
+  const s = await setUp(t);
+  const created = await call(s.app, s.cad, 'POST', '/api/incidents', { payload: incidentBody() });
+  const id = created.body.id as number;
+  const first = await call(s.app, s.cad, 'PUT', `/api/incidents/${id}`, { key: 'spelled', ifMatch: `"${id}-1", "${id}-7"`, payload: incidentBody({ priority: 4 }) });
+  t.equal(first.status, 200);
+  const spellings: [string, string, string][] = [
+    ['a leading zero', `/api/incidents/0${id}`, `"${id}-1", "${id}-7"`],
+    ['percent-encoded digits', `/api/incidents/${[...String(id)].map((d) => `%3${d}`).join('')}`, `"${id}-1", "${id}-7"`],
+    ['a query', `/api/incidents/${id}?x=1`, `"${id}-1", "${id}-7"`],
+    ['the tags in another order, spaced another way', `/api/incidents/${id}`, `"${id}-7","${id}-1"`],
+    ['a tag twice', `/api/incidents/${id}`, `"${id}-1", "${id}-7", "${id}-1"`],
+  ];
+  for (const [why, url, ifMatch] of spellings) {
+    const again = await call(s.app, s.cad, 'PUT', url, { key: 'spelled', ifMatch, payload: incidentBody({ priority: 4 }) });
+    t.equal(again.status, 200, why);
+    t.equal(again.headers['idempotent-replayed'], 'true', why);
+    t.equal(again.raw, first.raw, why);
+  }
+  t.equal((await call(s.app, s.cad, 'GET', `/api/incidents/${id}`)).headers.etag, `"${id}-2"`, 'one write');
+  const otherTags = await call(s.app, s.cad, 'PUT', `/api/incidents/${id}`, { key: 'spelled', ifMatch: `"${id}-1"`, payload: incidentBody({ priority: 4 }) });
+  t.equal(otherTags.status, 422, 'another list of tags is another precondition');
+});
+
 t.test('when another user sends the same key, then it is that user’s own key', async (t) => {
   const s = await setUp(t);
   t.equal((await call(s.app, s.cad, 'POST', '/api/incidents', { key: KEY, payload: incidentBody() })).status, 200);

@@ -3,7 +3,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { IfMatch, Incident, IncidentTag } from '../../domain/incident.js';
 import { isAccepted } from '../../domain/incident.js';
-import { parseIdempotencyKey } from '../../domain/idempotency.js';
+import { parseIdempotencyKey, preconditionIdentity } from '../../domain/idempotency.js';
 import type { IncidentResult } from '../../ports/incidents.js';
 import { etagOf, type WriteRequest } from '../../services/incidents.js';
 import { problems } from '../problem.js';
@@ -75,8 +75,18 @@ function writeRequest(req: FastifyRequest, conditional: boolean): WriteRequest {
   return {
     idempotencyKey: parsed.key,
     ifMatch,
-    shape: { method: req.method, path: req.url.split('?', 1)[0]!, ifMatch: ifMatchHeader ?? null, body: req.body },
+    shape: { method: req.method, path: routedPath(req), ifMatch: preconditionIdentity(ifMatch, ifMatchHeader), body: req.body },
   };
+}
+
+/**
+ * The path as routed, its parameters as validated: `/api/incidents/133` for `/api/incidents/0133`
+ * and `/api/incidents/%31%33%33` too, so a retry that spells the id another way is the same
+ * request. For a path without parameters, the route's own.
+ */
+function routedPath(req: FastifyRequest): string {
+  const params = req.params as Record<string, unknown>;
+  return req.routeOptions.url!.replace(/:(\w+)/g, (_, name: string) => String(params[name]));
 }
 
 export class IncidentHandlers {

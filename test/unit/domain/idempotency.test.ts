@@ -1,7 +1,7 @@
 // The Idempotency-Key's syntax (an RFC 8941 sf-string, as the IETF httpapi draft says) and the
 // canonical body a request's fingerprint is made of (domain/idempotency.ts).
 import t from 'tap';
-import { canonicalJson, IDEMPOTENCY_KEY_MAX, parseIdempotencyKey, requestIdentity } from '../../../src/domain/idempotency.js';
+import { canonicalJson, IDEMPOTENCY_KEY_MAX, parseIdempotencyKey, preconditionIdentity, requestIdentity } from '../../../src/domain/idempotency.js';
 
 t.test('when the key is an sf-string, then its content is the key, escapes undone', async (t) => {
   t.same(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"'), { ok: true, key: '8e03978e-40d5-43e8-bc93-6894a57f9324' });
@@ -31,6 +31,7 @@ t.test('when the key is malformed, then it is refused with the reason', async (t
     ['"a", "b"', /one sf-string/],
     ['a, b', /printable ASCII|one sf-string/],
     ['a,b', /one sf-string/],
+    ['x2, x3', /one sf-string/],
     ['"a"x', /one sf-string/],
     ['a"b', /one sf-string/],
   ];
@@ -62,4 +63,15 @@ t.test('when two bodies differ only in key order or spacing, then their canonica
   t.not(requestIdentity(req), requestIdentity({ ...req, path: '/api/incidents/2' }));
   t.not(requestIdentity(req), requestIdentity({ ...req, ifMatch: '"1-1"' }));
   t.equal(requestIdentity({ ...req, body: undefined }), 'PUT\n/api/incidents/1\n\n', 'a DELETE has no body');
+});
+
+t.test('when two If-Match headers name the same tags of ours, then they are one precondition; another list, `*`, none or only foreign tags are others', async (t) => {
+  const tags = (...v: [number, number][]) => v.map(([id, version]) => ({ id, version }));
+  t.equal(preconditionIdentity(tags([12, 3]), '"12-3"'), '"12-3"', 'one tag: the header as an ETag gives it');
+  t.equal(preconditionIdentity(tags([12, 3], [12, 4]), '"12-3", "12-4"'), preconditionIdentity(tags([12, 4], [12, 3], [12, 4]), '"12-4","12-3","12-4"'));
+  t.not(preconditionIdentity(tags([12, 3]), '"12-3"'), preconditionIdentity(tags([12, 3], [12, 4]), '"12-3", "12-4"'));
+  t.equal(preconditionIdentity('*', '*'), '*');
+  t.equal(preconditionIdentity(null, undefined), null);
+  t.equal(preconditionIdentity([], ' W/"12-3" '), 'W/"12-3"', 'no tag of ours: as sent (it always fails)');
+  t.not(preconditionIdentity([], 'W/"12-3"'), preconditionIdentity(null, undefined), 'and never the same as no If-Match');
 });
