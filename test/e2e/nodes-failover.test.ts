@@ -423,5 +423,15 @@ t.test(
     clearTimeout(timer);
     t.ok(answer === 200 || answer === 202, `the create through B is stored (${answer}, after ${Date.now() - sent} ms)`);
     t.equal((await sql.query<{ n: number }>(holding)).rows[0]!.n, 0, 'A holds no device row any more');
+
+    // A resumes: the server ended its idle transaction's connection while it was stopped; A fails
+    // that unit of work and goes on serving (until 2026-11-26 that connection's error, emitted
+    // on a client checked out of the pool, crashed the node: adapters/postgres/db.ts)
+    a.child.kill('SIGCONT');
+    const resumed = await create(a, 'AFTER-RESUME');
+    t.ok(resumed.status === 200 || resumed.status === 202, `a create through A after it resumed is stored (${resumed.status})`);
+    await settle(500);
+    t.same([a.child.exitCode, a.child.signalCode], [null, null], 'A still runs');
+    t.equal((await a.api('GET', '/health', ADMIN)).status, 200, 'and is healthy');
   },
 );
