@@ -31,16 +31,16 @@ export interface IdempotencyBenchOptions {
 type KeyKind = 'none' | 'random' | 'ordered';
 
 /** a UUIDv7 (RFC 9562 section 5.7): 48 bits of Unix milliseconds, the version and variant bits, and random bits */
-export function uuidv7(now = Date.now()): string {
+function uuidv7(): string {
   const b = randomBytes(16);
-  b.writeUIntBE(now, 0, 6);
+  b.writeUIntBE(Date.now(), 0, 6);
   b[6] = (b[6]! & 0x0f) | 0x70;
   b[8] = (b[8]! & 0x3f) | 0x80;
   const h = b.toString('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-const keyOf: Record<Exclude<KeyKind, 'none'>, () => string> = { random: randomUUID, ordered: () => uuidv7() };
+const keyOf: Record<Exclude<KeyKind, 'none'>, () => string> = { random: randomUUID, ordered: uuidv7 };
 
 async function window(o: IdempotencyBenchOptions, method: 'POST' | 'PUT', path: string, body: () => unknown, kind: KeyKind) {
   const result = await autocannon({

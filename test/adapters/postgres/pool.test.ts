@@ -8,12 +8,7 @@ import pg from 'pg';
 import { openPostgres } from '../../../src/adapters/postgres/db.js';
 import { inTransaction } from '../../../src/adapters/postgres/transaction.js';
 import { freshDatabase, pgSkip } from '../../fixtures/postgres.js';
-
-/** resolves once `done()` holds, checking every 10 ms, or after `ms` */
-async function until(done: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!done() && Date.now() < end) await new Promise((resolve) => setTimeout(resolve, 10));
-}
+import { until } from '../../fixtures/sockets.js';
 
 t.test('when the server ends a connection a unit of work holds inside its transaction, then the work fails, the error is told once, and the pool goes on', { skip: pgSkip }, async (t) => {
   const url = await freshDatabase(t);
@@ -33,7 +28,7 @@ t.test('when the server ends a connection a unit of work holds inside its transa
         const { pid } = (await c.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!;
         await admin.query('SELECT pg_terminate_backend($1)', [pid]);
         // the client sits idle in its transaction until the server's notice arrives
-        await until(() => errors.length > 0);
+        await until('the server’s error on the client', () => errors.length > 0);
         await c.query('SELECT 1');
       },
       { retries: 0, again: () => false },
@@ -47,7 +42,7 @@ t.test('when the server ends a connection a unit of work holds inside its transa
   // an idle pooled connection ended: told once too (the pool's own 'error' is the same error)
   const { pid } = (await db.$client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!;
   await admin.query('SELECT pg_terminate_backend($1)', [pid]);
-  await until(() => errors.length > 1);
+  await until('the idle connection’s error', () => errors.length > 1);
   await new Promise((resolve) => setTimeout(resolve, 100));
   t.equal(errors.length, 2, 'one more, once');
   t.same((await db.$client.query('SELECT 2 AS two')).rows, [{ two: 2 }]);
