@@ -12,6 +12,10 @@ const log = { warn() {}, error() {} };
 t.test('when a node starts, then nodes silent past FORGET_AFTER_S are forgotten with their sessions, and no other', { skip: pgSkip }, async (t) => {
   const url = await migratedDatabase(t);
   const pool = new pg.Pool({ connectionString: url, max: 2 });
+  // pool.end() resolves once it has asked its clients to end, not once their backends have: the
+  // database's DROP … WITH (FORCE) right after may end one first, whose error the pool then
+  // emits (an uncaught exception without a listener; failed once on CI, 2026-11-26)
+  pool.on('error', () => {});
   t.teardown(() => pool.end());
   const { rows } = await pool.query<{ id: string }>(
     `INSERT INTO devices (name, name_key, unique_id) VALUES ('d1', 'd1', 'd1'), ('d2', 'd2', 'd2'), ('d3', 'd3', 'd3') RETURNING id`,
