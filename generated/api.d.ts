@@ -1253,7 +1253,6 @@ export interface components {
         /** @description Authenticated, but not allowed to do this. */
         Forbidden: {
             headers: {
-                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -1262,6 +1261,43 @@ export interface components {
         };
         /** @description No such object. */
         NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The request conflicts with stored state. `type` tells which:
+         *     `urn:cad-incident:problem:email-taken`, `…:unique-id-taken`, `…:last-administrator`.
+         */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description Authenticated, but not allowed to do this. With an `Idempotency-Key`, a retry gets
+         *     this answer again (`Idempotent-Replayed: true`).
+         */
+        IncidentWriteForbidden: {
+            headers: {
+                "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description No such incident. With an `Idempotency-Key`, a retry gets this answer again
+         *     (`Idempotent-Replayed: true`).
+         */
+        IncidentWriteNotFound: {
             headers: {
                 "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                 [name: string]: unknown;
@@ -1273,11 +1309,12 @@ export interface components {
         /**
          * @description The request conflicts with stored state. `type` tells which:
          *     `urn:cad-incident:problem:origin-id-taken` (with `incidentId` when the caller may
-         *     see that incident), `…:incident-closed`, `…:email-taken`, `…:unique-id-taken`,
-         *     `…:last-administrator`, `…:idempotency-key-in-use` (a request with this
-         *     `Idempotency-Key` is still being processed: retry after `Retry-After` seconds).
+         *     see that incident), `…:incident-closed`, `…:idempotency-key-in-use` (a request with
+         *     this `Idempotency-Key` is still being processed: retry after `Retry-After` seconds).
+         *     A retry with the same `Idempotency-Key` gets an `origin-id-taken` or
+         *     `incident-closed` answer again (`Idempotent-Replayed: true`).
          */
-        Conflict: {
+        IncidentWriteConflict: {
             headers: {
                 /** @description On `idempotency-key-in-use`. */
                 "Retry-After"?: number;
@@ -1497,8 +1534,8 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            409: components["responses"]["Conflict"];
+            403: components["responses"]["IncidentWriteForbidden"];
+            409: components["responses"]["IncidentWriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableContent"];
@@ -1559,9 +1596,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
+            403: components["responses"]["IncidentWriteForbidden"];
+            404: components["responses"]["IncidentWriteNotFound"];
+            409: components["responses"]["IncidentWriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1657,9 +1694,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
+            403: components["responses"]["IncidentWriteForbidden"];
+            404: components["responses"]["IncidentWriteNotFound"];
+            409: components["responses"]["IncidentWriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1706,9 +1743,9 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            409: components["responses"]["Conflict"];
+            403: components["responses"]["IncidentWriteForbidden"];
+            404: components["responses"]["IncidentWriteNotFound"];
+            409: components["responses"]["IncidentWriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableContent"];
             429: components["responses"]["TooManyRequests"];
@@ -1889,6 +1926,8 @@ export interface operations {
             /** @description Session closed. */
             204: {
                 headers: {
+                    /** @description Clears the `JSESSIONID` cookie (empty, already expired). */
+                    "Set-Cookie"?: string;
                     [name: string]: unknown;
                 };
                 content?: never;

@@ -33,6 +33,17 @@ t.test('when a 204 carries a body, then the contract reports it', async (t) => {
   t.match(v, /declares no body/);
 });
 
+t.test('when a response carries a header the spec declares only on other responses, then the contract reports it', async (t) => {
+  const problem = { 'content-type': 'application/problem+json' };
+  const notFound = JSON.stringify({ type: 'about:blank', title: 'Not Found', status: 404 });
+  // a GET never replays: its 404 declares no Idempotent-Replayed; a keyed DELETE's 404 does
+  t.match(contractViolation('GET', '/api/incidents/1', { statusCode: 404, headers: { ...problem, 'idempotent-replayed': 'true' }, body: notFound }), /getIncident 404: header idempotent-replayed is not declared/);
+  t.equal(contractViolation('DELETE', '/api/incidents/1', { statusCode: 404, headers: { ...problem, 'idempotent-replayed': 'true' }, body: notFound }), null);
+  t.equal(contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: { ...json, etag: '"1-1"' }, body: JSON.stringify(incident) }), null);
+  // a header no response declares (content-length, date) is not the contract's business
+  t.equal(contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: { ...json, 'x-unlisted': '1' }, body: JSON.stringify(incident) }), null);
+});
+
 t.test('when a deliberately wrong route answers through a real server, then the contract layer rejects it', async (t) => {
   const { default: Fastify } = await import('fastify');
   const app = Fastify();
