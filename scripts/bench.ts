@@ -12,7 +12,8 @@
 // BENCH_SWEEPER_ROUNDS (5) their rounds, BENCH_SWEEPER_EVENTS (400 000) the old events.
 // windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `idempotency` (not run by default) measures
 // creates and updates with an Idempotency-Key against without (scripts/bench/idempotency.ts);
-// BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds.
+// BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds, and
+// BENCH_IDEMPOTENCY_PACED_S (5) and _PACED_ROUNDS (2) those at a fixed 1 000 req/s.
 // `--postgres` adds the PostgreSQL part (not
 // run by default; `--only postgres` runs it alone): one node and two nodes, create / update / GET
 // rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
@@ -36,7 +37,7 @@ import { formatAloneProfile, formatStoreProfile, profileStore, type StoreProfile
 import { formatResponder, responderBench } from './bench/responder.js';
 import { mechanismsBench } from './bench/mechanisms.js';
 import { sweeperBench } from './bench/sweeper.js';
-import { formatIdempotency, idempotencyBench } from './bench/idempotency.js';
+import { formatIdempotency, formatIdempotencyPaced, idempotencyBench, idempotencyPaced } from './bench/idempotency.js';
 import { parseParts } from './bench/parts.js';
 import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench/postgres.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
@@ -333,8 +334,22 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_IDEMPOTENCY_ROUNDS ?? 4);
     console.log(`driving creates and updates with and without an Idempotency-Key: ${CONNECTIONS} connections, ${rounds} rounds of ${seconds} s windows, ${cpus().length} cores…`);
     await load('warm-up', svc.base, { method: 'POST', path: '/api/incidents', headers, body: createBody, seconds: 2 });
-    const opts = { base: svc.base, headers, createBody, updateBody, connections: CONNECTIONS, seconds, rounds };
+    const opts = {
+      base: svc.base,
+      headers,
+      createBody,
+      updateBody,
+      connections: CONNECTIONS,
+      seconds,
+      rounds,
+      pid: svc.child.pid!,
+      rate: 1000,
+      pacedSeconds: Number(process.env.BENCH_IDEMPOTENCY_PACED_S ?? 5),
+      pacedRounds: Number(process.env.BENCH_IDEMPOTENCY_PACED_ROUNDS ?? 2),
+    };
     console.log(formatIdempotency(await idempotencyBench(opts), opts));
+    console.log(`\ndriving the same at a fixed ${opts.rate} req/s…`);
+    console.log(formatIdempotencyPaced(await idempotencyPaced(opts), opts));
     if (!only.has('classic')) return;
   }
 

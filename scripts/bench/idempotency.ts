@@ -7,8 +7,15 @@
 // most clients make them; the last row sends time-ordered keys (UUIDv7, RFC 9562), which land
 // at the end of the keys' index instead of on a random page of it: the difference between the
 // two is what the random page costs.
+//
+// Then the same four operations at a fixed 1 000 req/s (DESIGN section 6's operating point,
+// open loop: paced.ts), interleaved likewise: their latency, and the event loop's CPU time per
+// request (the service's main thread, from the scheduler's statistics: cpu.ts). Their
+// difference is what a key costs in absolute terms, whatever the machine's saturation.
 import autocannon from 'autocannon';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { cpuBetween, cpuSnapshot } from './cpu.js';
+import { paced } from './paced.js';
 
 export interface IdempotencyRow {
   op: string;
@@ -25,6 +32,21 @@ export interface IdempotencyBenchOptions {
   connections: number;
   seconds: number;
   rounds: number;
+  /** the service's process, whose main thread's CPU time the fixed-rate windows read */
+  pid: number;
+  /** the fixed rate (req/s), and its windows' length (s) and rounds */
+  rate: number;
+  pacedSeconds: number;
+  pacedRounds: number;
+}
+
+export interface PacedRow {
+  op: string;
+  p50: number[];
+  p99: number[];
+  /** µs of the service's event loop per request, per window (null: no scheduler statistics here) */
+  cpuUs: (number | null)[];
+  errors: number;
 }
 
 /** which key a request carries: none, a random UUID, or a time-ordered one */
@@ -86,6 +108,63 @@ export async function idempotencyBench(o: IdempotencyBenchOptions): Promise<Idem
     }
   }
   return rows;
+}
+
+/** the fixed-rate variants: each keyed one is compared with the one before it */
+const PACED: { op: string; method: 'POST' | 'PUT'; path: string; body: 'create' | 'update'; kind: 'none' | 'random' }[] = [
+  { op: 'POST /incidents', method: 'POST', path: '/api/incidents', body: 'create', kind: 'none' },
+  { op: 'POST /incidents + key', method: 'POST', path: '/api/incidents', body: 'create', kind: 'random' },
+  { op: 'PUT /incidents/update', method: 'PUT', path: '/api/incidents/update', body: 'update', kind: 'none' },
+  { op: 'PUT /incidents/update + key', method: 'PUT', path: '/api/incidents/update', body: 'update', kind: 'random' },
+];
+
+export async function idempotencyPaced(o: IdempotencyBenchOptions): Promise<PacedRow[]> {
+  const rows: PacedRow[] = PACED.map(({ op }) => ({ op, p50: [], p99: [], cpuUs: [], errors: 0 }));
+  const headers = { ...o.headers, 'content-type': 'application/json' };
+  for (let round = 0; round < o.pacedRounds; round += 1) {
+    const order = round % 2 === 0 ? [0, 1, 2, 3] : [3, 2, 1, 0];
+    for (const i of order) {
+      const v = PACED[i]!;
+      const body = v.body === 'create' ? o.createBody : o.updateBody;
+      // a quiet service at the start of each window (as the classic part's paced rows)
+      await new Promise((r) => setTimeout(r, 1000));
+      const before = cpuSnapshot({ service: o.pid });
+      const r = await paced({
+        url: o.base,
+        method: v.method,
+        path: () => v.path,
+        headers,
+        ...(v.kind === 'random' ? { headersEach: () => ({ 'idempotency-key': `"${randomUUID()}"` }) } : {}),
+        body: () => JSON.stringify(body()),
+        rate: o.rate,
+        seconds: o.pacedSeconds,
+        connections: 32,
+      });
+      const after = cpuSnapshot({ service: o.pid });
+      const main = before && after ? cpuBetween(before, after).processes.get('service') : undefined;
+      rows[i]!.p50.push(r.fromDue.p50);
+      rows[i]!.p99.push(r.fromDue.p99);
+      rows[i]!.cpuUs.push(main ? (main.mainRanMs * 1000) / r.requests : null);
+      rows[i]!.errors += r.errors;
+    }
+  }
+  return rows;
+}
+
+export function formatIdempotencyPaced(rows: PacedRow[], o: Pick<IdempotencyBenchOptions, 'rate' | 'pacedSeconds' | 'pacedRounds'>): string {
+  const cpu = (r: PacedRow): number | null => (r.cpuUs.every((x) => x !== null) ? mean(r.cpuUs as number[]) : null);
+  const out = [
+    `## Idempotency-Key at a fixed ${o.rate} req/s (${o.pacedRounds} interleaved windows of ${o.pacedSeconds} s each; latency from each request's due time)\n`,
+    '| operation | p50 ms | p99 ms | event loop µs per request | key − without, µs | errors |',
+    '|---|---|---|---|---|---|',
+  ];
+  rows.forEach((r, i) => {
+    const c = cpu(r);
+    const base = i % 2 === 1 ? cpu(rows[i - 1]!) : null;
+    const diff = c !== null && base !== null ? `+${(c - base).toFixed(1)} (${((100 * (c - base)) / base).toFixed(0)} %)` : '';
+    out.push(`| ${r.op} | ${mean(r.p50).toFixed(2)} | ${mean(r.p99).toFixed(2)} | ${c === null ? 'n/a' : c.toFixed(1)} | ${diff} | ${r.errors} |`);
+  });
+  return out.join('\n');
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;

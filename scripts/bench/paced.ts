@@ -35,6 +35,8 @@ export interface PacedOptions {
   method: 'GET' | 'POST' | 'PUT';
   path: () => string;
   headers: Record<string, string>;
+  /** headers of each request's own (an Idempotency-Key), after `headers` */
+  headersEach?: () => Record<string, string>;
   body?: () => string;
   rate: number;
   seconds: number;
@@ -87,7 +89,12 @@ export async function paced(o: PacedOptions): Promise<PacedResult> {
   const request = (): Buffer => {
     const body = o.body?.() ?? '';
     const length = body ? `content-length: ${Buffer.byteLength(body)}\r\n` : '';
-    return Buffer.from(`${o.method} ${o.path()} HTTP/1.1\r\n${head}${length}\r\n${body}`);
+    const each = o.headersEach
+      ? Object.entries(o.headersEach())
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('')
+      : '';
+    return Buffer.from(`${o.method} ${o.path()} HTTP/1.1\r\n${head}${each}${length}\r\n${body}`);
   };
   const total = Math.round(o.rate * o.seconds);
   const fromDue: number[] = [];
