@@ -1312,7 +1312,8 @@ export interface components {
          *     see that incident), `…:incident-closed`, `…:idempotency-key-in-use` (a request with
          *     this `Idempotency-Key` is still being processed: retry after `Retry-After` seconds).
          *     A retry with the same `Idempotency-Key` gets an `origin-id-taken` or
-         *     `incident-closed` answer again (`Idempotent-Replayed: true`).
+         *     `incident-closed` answer again (`Idempotent-Replayed: true`). A delete is refused
+         *     only `idempotency-key-in-use`.
          */
         IncidentWriteConflict: {
             headers: {

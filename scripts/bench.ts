@@ -13,7 +13,8 @@
 // windows, BENCH_MECHANISMS_ROUNDS (5) their rounds. `idempotency` (not run by default) measures
 // creates and updates with an Idempotency-Key against without (scripts/bench/idempotency.ts);
 // BENCH_IDEMPOTENCY_S (5) sizes its windows, BENCH_IDEMPOTENCY_ROUNDS (4) their rounds, and
-// BENCH_IDEMPOTENCY_PACED_S (5) and _PACED_ROUNDS (2) those at a fixed 1 000 req/s.
+// BENCH_IDEMPOTENCY_PACED_S (5) and BENCH_IDEMPOTENCY_PACED_ROUNDS (2, made even) those at a
+// fixed 1 000 req/s.
 // `--postgres` adds the PostgreSQL part (not
 // run by default; `--only postgres` runs it alone): one node and two nodes, create / update / GET
 // rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which

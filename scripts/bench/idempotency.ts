@@ -9,9 +9,10 @@
 // two is what the random page costs.
 //
 // Then the same four operations at a fixed 1 000 req/s (DESIGN section 6's operating point,
-// open loop: paced.ts), interleaved likewise: their latency, and the event loop's CPU time per
-// request (the service's main thread, from the scheduler's statistics: cpu.ts). Their
-// difference is what a key costs in absolute terms, whatever the machine's saturation.
+// open loop: paced.ts), interleaved likewise: their latency, and the service's CPU time per
+// request from the scheduler's statistics (cpu.ts), its event loop (main thread) and its other
+// threads (the WAL's checkpointer, V8's helpers) apart. The event loop's difference is what a
+// key costs where the service's capacity is spent, whatever the machine's saturation.
 import autocannon from 'autocannon';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { cpuBetween, cpuSnapshot } from './cpu.js';
@@ -46,7 +47,11 @@ export interface PacedRow {
   p99: number[];
   /** µs of the service's event loop per request, per window (null: no scheduler statistics here) */
   cpuUs: (number | null)[];
+  /** µs of the service's other threads per request, per window */
+  otherUs: (number | null)[];
   errors: number;
+  /** requests this process sent over 2 ms after they were due (their latency includes that) */
+  late: number;
 }
 
 /** which key a request carries: none, a random UUID, or a time-ordered one */
@@ -119,9 +124,11 @@ const PACED: { op: string; method: 'POST' | 'PUT'; path: string; body: 'create' 
 ];
 
 export async function idempotencyPaced(o: IdempotencyBenchOptions): Promise<PacedRow[]> {
-  const rows: PacedRow[] = PACED.map(({ op }) => ({ op, p50: [], p99: [], cpuUs: [], errors: 0 }));
+  const rows: PacedRow[] = PACED.map(({ op }) => ({ op, p50: [], p99: [], cpuUs: [], otherUs: [], errors: 0, late: 0 }));
   const headers = { ...o.headers, 'content-type': 'application/json' };
-  for (let round = 0; round < o.pacedRounds; round += 1) {
+  // an even number of rounds, so that each variant's mean position is the same
+  const rounds = o.pacedRounds + (o.pacedRounds % 2);
+  for (let round = 0; round < rounds; round += 1) {
     const order = round % 2 === 0 ? [0, 1, 2, 3] : [3, 2, 1, 0];
     for (const i of order) {
       const v = PACED[i]!;
@@ -141,28 +148,35 @@ export async function idempotencyPaced(o: IdempotencyBenchOptions): Promise<Pace
         connections: 32,
       });
       const after = cpuSnapshot({ service: o.pid });
-      const main = before && after ? cpuBetween(before, after).processes.get('service') : undefined;
+      const usage = before && after ? cpuBetween(before, after) : null;
+      const main = usage?.processes.get('service');
       rows[i]!.p50.push(r.fromDue.p50);
       rows[i]!.p99.push(r.fromDue.p99);
       rows[i]!.cpuUs.push(main ? (main.mainRanMs * 1000) / r.requests : null);
+      // othersRan is in % of one CPU over the window
+      rows[i]!.otherUs.push(usage && main ? ((main.othersRan / 100) * usage.seconds * 1e6) / r.requests : null);
       rows[i]!.errors += r.errors;
+      rows[i]!.late += r.late;
     }
   }
   return rows;
 }
 
 export function formatIdempotencyPaced(rows: PacedRow[], o: Pick<IdempotencyBenchOptions, 'rate' | 'pacedSeconds' | 'pacedRounds'>): string {
-  const cpu = (r: PacedRow): number | null => (r.cpuUs.every((x) => x !== null) ? mean(r.cpuUs as number[]) : null);
+  const avg = (xs: (number | null)[]): number | null => (xs.every((x) => x !== null) ? mean(xs as number[]) : null);
+  const us = (x: number | null) => (x === null ? 'n/a' : x.toFixed(1));
+  const signed = (d: number, digits = 1) => `${d >= 0 ? '+' : '−'}${Math.abs(d).toFixed(digits)}`;
   const out = [
-    `## Idempotency-Key at a fixed ${o.rate} req/s (${o.pacedRounds} interleaved windows of ${o.pacedSeconds} s each; latency from each request's due time)\n`,
-    '| operation | p50 ms | p99 ms | event loop µs per request | key − without, µs | errors |',
-    '|---|---|---|---|---|---|',
+    `## Idempotency-Key at a fixed ${o.rate} req/s (${rows[0]!.p50.length} interleaved windows of ${o.pacedSeconds} s each; latency from each request's due time)\n`,
+    '| operation | p50 ms | p99 ms | event loop µs per request | key − without, µs | other threads µs per request | errors | sent late |',
+    '|---|---|---|---|---|---|---|---|',
   ];
   rows.forEach((r, i) => {
-    const c = cpu(r);
-    const base = i % 2 === 1 ? cpu(rows[i - 1]!) : null;
-    const diff = c !== null && base !== null ? `+${(c - base).toFixed(1)} (${((100 * (c - base)) / base).toFixed(0)} %)` : '';
-    out.push(`| ${r.op} | ${mean(r.p50).toFixed(2)} | ${mean(r.p99).toFixed(2)} | ${c === null ? 'n/a' : c.toFixed(1)} | ${diff} | ${r.errors} |`);
+    const c = avg(r.cpuUs);
+    // each keyed row is compared with the row before it (PACED)
+    const base = i % 2 === 1 ? avg(rows[i - 1]!.cpuUs) : null;
+    const diff = c !== null && base !== null ? `${signed(c - base)} (${signed((100 * (c - base)) / base, 0)} %)` : '';
+    out.push(`| ${r.op} | ${mean(r.p50).toFixed(2)} | ${mean(r.p99).toFixed(2)} | ${us(c)} | ${diff} | ${us(avg(r.otherUs))} | ${r.errors} | ${r.late} |`);
   });
   return out.join('\n');
 }

@@ -40,6 +40,8 @@ t.test('when a response carries a header the spec declares only on other respons
   t.match(contractViolation('GET', '/api/incidents/1', { statusCode: 404, headers: { ...problem, 'idempotent-replayed': 'true' }, body: notFound }), /getIncident 404: header idempotent-replayed is not declared/);
   t.equal(contractViolation('DELETE', '/api/incidents/1', { statusCode: 404, headers: { ...problem, 'idempotent-replayed': 'true' }, body: notFound }), null);
   t.equal(contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: { ...json, etag: '"1-1"' }, body: JSON.stringify(incident) }), null);
+  // Location is declared only inline, on the create's 200 and 202: an update's 200 does not declare it
+  t.match(contractViolation('PUT', '/api/incidents/1', { statusCode: 200, headers: { ...json, location: '/api/incidents/1' }, body: JSON.stringify(incident) }), /updateIncident 200: header location is not declared/);
   // a header no response declares (content-length, date) is not the contract's business
   t.equal(contractViolation('GET', '/api/incidents/1', { statusCode: 200, headers: { ...json, 'x-unlisted': '1' }, body: JSON.stringify(incident) }), null);
 });
