@@ -83,17 +83,15 @@ function quantiles(values: number[]): Quantiles {
 
 export async function paced(o: PacedOptions): Promise<PacedResult> {
   const { hostname, port } = new URL(o.url);
-  const head = Object.entries({ host: `${hostname}:${port}`, ...o.headers })
-    .map(([k, v]) => `${k}: ${v}\r\n`)
-    .join('');
+  const lines = (headers: Record<string, string>) =>
+    Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+  const head = lines({ host: `${hostname}:${port}`, ...o.headers });
   const request = (): Buffer => {
     const body = o.body?.() ?? '';
     const length = body ? `content-length: ${Buffer.byteLength(body)}\r\n` : '';
-    const each = o.headersEach
-      ? Object.entries(o.headersEach())
-          .map(([k, v]) => `${k}: ${v}\r\n`)
-          .join('')
-      : '';
+    const each = o.headersEach ? lines(o.headersEach()) : '';
     return Buffer.from(`${o.method} ${o.path()} HTTP/1.1\r\n${head}${each}${length}\r\n${body}`);
   };
   const total = Math.round(o.rate * o.seconds);
