@@ -111,6 +111,7 @@ function checkBody(rule: BodyRule) {
       const mediaType = header.split(';', 1)[0]!.trim().toLowerCase();
       if (!rule.mediaTypes.includes(mediaType)) throw unsupportedMediaType(rule.mediaTypes);
     }
+    if (rule.required && emptyOfOtherType.has(req)) throw unsupportedMediaType(rule.mediaTypes);
     if (rule.required && (req.body === undefined || req.body === null)) {
       throw problems.badRequest(`A request body is required (Content-Type: ${rule.mediaTypes.join(' or ')}).`, [{ path: '/body', message: 'is required' }]);
     }
@@ -122,10 +123,30 @@ function checkBody(rule: BodyRule) {
  * body is read, and answered on a connection that stays usable (fastify's own limit fires
  * mid-stream and closes it).
  */
-async function limitBody(req: FastifyRequest): Promise<void> {
-  const length = Number(req.headers['content-length'] ?? 0);
-  if (length > BODY_LIMIT) throw payloadTooLarge();
+function limitBody(rule: BodyRule) {
+  return async (req: FastifyRequest): Promise<void> => {
+    const length = Number(req.headers['content-length'] ?? 0);
+    if (length > BODY_LIMIT) throw payloadTooLarge();
+    emptyBodyOfOtherType(rule, req);
+  };
 }
+
+/**
+ * An empty body under a media type the operation does not take: generated clients (openapi-fetch)
+ * send `Content-Type: application/json` and no bytes when a form operation is called without a
+ * body. Where the body is optional that is no body at all; where it is required, 415 names the
+ * media types the operation takes (rather than fastify's "The JSON body is empty").
+ */
+function emptyBodyOfOtherType(rule: BodyRule, req: FastifyRequest): void {
+  const header = req.headers['content-type'];
+  if (header === undefined || req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) !== 0) return;
+  if (rule.mediaTypes.includes(header.split(';', 1)[0]!.trim().toLowerCase())) return;
+  // refused (if required) by checkBody, after authentication: 401 comes before any body rule
+  if (rule.required) emptyOfOtherType.add(req);
+  delete req.headers['content-type'];
+}
+
+const emptyOfOtherType = new WeakSet<FastifyRequest>();
 
 /**
  * An operation that declares no body ignores one: many HTTP clients send
@@ -310,8 +331,16 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   app.decorateRequest('scraper', false);
 
   await app.register(swagger, { mode: 'static', specification: { document: loadSpec() as never } });
-  // The API reference, served from the package's own assets (no CDN).
-  await app.register(swaggerUi, { routePrefix: '/api/docs', uiConfig: { docExpansion: 'list', deepLinking: true, displayOperationId: true }, staticCSP: true });
+  // The API reference, served from the package's own assets (no CDN). The package's CSP asks
+  // browsers to upgrade every request to https (upgrade-insecure-requests), which leaves the page
+  // blank over plain http on any host but localhost; and it allows images from the swagger.io
+  // validator, which the page never uses (validatorUrl: null). Both are taken out.
+  await app.register(swaggerUi, {
+    routePrefix: '/api/docs',
+    uiConfig: { docExpansion: 'list', deepLinking: true, displayOperationId: true, validatorUrl: null },
+    staticCSP: true,
+    transformStaticCSP: (csp) => csp.replace(/\s*upgrade-insecure-requests;?/, '').replace(/\s*validator\.swagger\.io/, ''),
+  });
   // The token page ("a token can also be generated … in the service's web interface"). It
   // loads only its own script and style, and may not be framed (no clickjacking of its buttons).
   const page = (file: string, type: string) => {
@@ -357,7 +386,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
         : userSchemes.length < schemes.length
           ? scraperOr(users, (t) => ctx.operations.isScraperToken(t))
           : users;
-      const onRequest = [body ? limitBody : ignoreBody, ...(readsCredentials ? [authenticate] : [])];
+      const onRequest = [body ? limitBody(body) : ignoreBody, ...(readsCredentials ? [authenticate] : [])];
       // requests by operation and status, and their latency (a callback: no promise per request)
       const record = metrics.requests(operationId);
       return {

@@ -69,3 +69,23 @@ t.test('when any protected operation is called without credentials, then 401 pro
   }
   t.equal(checked, 37, 'every protected operation (responses, metrics and webhooks, 2026-11-26, included)');
 });
+
+t.test('when /api/docs is fetched over http under a host name, then its page and every asset it names are served, and its CSP keeps them on http', async (t) => {
+  const { app } = await makeApp(t);
+  const headers = { host: 'cad.example.org:8082' };
+  const page = await app.inject({ method: 'GET', url: '/api/docs/', headers });
+  t.equal(page.statusCode, 200, 'the page is served');
+  t.notMatch(String(page.headers['content-security-policy'] ?? ''), /upgrade-insecure-requests/, 'the page asks for no upgrade to https');
+  const html = page.body;
+  const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!).filter((a) => !a.startsWith('data:'));
+  t.ok(assets.length >= 3, `the page names its assets (${assets.join(', ')})`);
+  for (const asset of assets) {
+    const url = new URL(asset, 'http://cad.example.org:8082/api/docs/');
+    t.equal(url.protocol, 'http:', `${asset} stays on http`);
+    const res = await app.inject({ method: 'GET', url: url.pathname, headers });
+    t.equal(res.statusCode, 200, `${url.pathname} is served`);
+    const csp = String(res.headers['content-security-policy'] ?? '');
+    t.notMatch(csp, /upgrade-insecure-requests/, `${url.pathname}: no upgrade of requests to https`);
+    t.notMatch(csp, /swagger\.io/, `${url.pathname}: no outside host`);
+  }
+});

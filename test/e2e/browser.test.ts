@@ -19,6 +19,10 @@ t.test('browser', { skip }, async (t) => {
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   const browser = await launch();
   t.teardown(() => browser.close());
+  // the same server under a name that is not localhost (browsers treat localhost and 127.0.0.1
+  // as secure, and would hide a page that only works there)
+  const named = await launch(['--host-resolver-rules=MAP cad-service.test 127.0.0.1']);
+  t.teardown(() => named.close());
 
   t.test('when /api/docs is opened, then every operation of the spec is listed', async (t) => {
     const page = await browser.newPage();
@@ -32,6 +36,18 @@ t.test('browser', { skip }, async (t) => {
     const missing = operationIds.filter((id) => !text.includes(id));
     t.same(missing, [], `all ${operationIds.length} operations are on the page`);
     t.same(external, [], 'no request leaves the service (no CDN)');
+    await page.close();
+  });
+
+  t.test('when /api/docs is opened over plain http under a host name, then it renders', async (t) => {
+    const page = await named.newPage();
+    const failed: string[] = [];
+    page.on('requestfailed', (r) => failed.push(r.url()));
+    const url = `http://cad-service.test:${(app.server.address() as AddressInfo).port}/api/docs`;
+    await page.goto(url);
+    await page.waitForSelector('.opblock', { timeout: 20_000 });
+    t.same(failed, [], 'every asset loads over http (no upgrade to https)');
+    t.ok(await page.locator('.opblock').count() > 0, 'the operations are listed');
     await page.close();
   });
 
