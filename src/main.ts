@@ -1,6 +1,7 @@
 // The process: read config, pick the adapter (SQLite by default; PostgreSQL when DATABASE_URL is
 // set), open and migrate the database, serve, and on SIGTERM/SIGINT stop taking requests, finish
 // those in flight, close sockets and the database.
+import './node-version.js';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
