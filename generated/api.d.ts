@@ -753,8 +753,8 @@ export interface components {
     schemas: {
         /**
          * @description `incident.delivery`: a push reached a device (`state: DELIVERED`) or expired
-         *     undelivered (`EXPIRED`). `incident.response`: a responder answered (DESIGN section
-         *     10). `incident.closed`: the incident was closed, or deleted while open
+         *     undelivered (`EXPIRED`). `incident.response`: a responder answered (see
+         *     `POST /incidents/{id}/responses`). `incident.closed`: the incident was closed, or deleted while open
          *     (`deleted: true`). Each event's `data` carries `incidentId` and `originId`.
          * @enum {string}
          */
