@@ -31,6 +31,7 @@
 import Database from 'better-sqlite3';
 import { closeSync, existsSync, fsyncSync, linkSync, openSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { privateFile } from './db.js';
 
 /** a backup that was refused or failed; its message is for the operator */
 export class BackupError extends Error {}
@@ -127,6 +128,9 @@ export function backupDatabase(source: string, file: string, opts: BackupOptions
   if (!existsSync(dirname(file))) throw new BackupError(`no directory ${dirname(file)} for ${file}`);
   const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.tmp`);
   rmSync(tmp, { force: true });
+  // the copy holds what the database holds (password and token hashes, webhook secrets): it is
+  // created empty and private (0600) before VACUUM INTO fills it, which takes an empty file
+  privateFile(tmp);
   try {
     let db: Database.Database;
     try {

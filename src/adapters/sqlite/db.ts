@@ -1,7 +1,7 @@
 // Opens the SQLite database with the durability the service promises (WAL, synchronous=FULL
 // by default, foreign keys on) and applies pending migrations before anything else runs.
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
@@ -17,8 +17,24 @@ export interface OpenOptions {
   synchronous?: Synchronous;
 }
 
+/**
+ * The database holds password hashes, token hashes and webhook signing secrets: its file, and
+ * its -wal and -shm (SQLite gives them the database file's mode), are readable by the service's
+ * own user only (0600), whatever the umask; a file an older version created 0644 is narrowed.
+ * A new data folder is 0700.
+ */
+export function privateFile(path: string): void {
+  closeSync(openSync(path, 'a', 0o600));
+  for (const f of [path, `${path}-wal`, `${path}-shm`]) {
+    if (existsSync(f) && (statSync(f).mode & 0o077) !== 0) chmodSync(f, 0o600);
+  }
+}
+
 export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    privateFile(path);
+  }
   const sqlite = new Database(path);
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);

@@ -3,7 +3,7 @@
 // check. test/e2e/backup.test.ts takes one from a running service under load and restores it.
 import t, { type Test } from 'tap';
 import Database from 'better-sqlite3';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
@@ -134,4 +134,38 @@ t.test('when a database file has an index that disagrees with its table, then it
   const garbage = join(dir, 'garbage.sqlite');
   writeFileSync(garbage, Buffer.alloc(8192, 0x41));
   t.match(checkDatabaseFile(garbage).problems, [/not a database/], 'a file SQLite cannot read is a problem, not an exception');
+});
+
+t.test('files that hold secrets are private (0600), whatever the umask', async (t) => {
+  const old = process.umask(0o022);
+  t.teardown(() => process.umask(old));
+  const mode = (f: string) => statSync(f).mode & 0o777;
+
+  t.test('when the service creates its database, then the file, its -wal and -shm, and a new data folder are its own', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'cad-modes-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, 'data', 'cad.sqlite');
+    const db = openDatabase({ path, synchronous: 'OFF' });
+    db.$client.exec("INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ('M-1', 'FIRE', 'OPEN', 0, 0, 1, '2026-11-29T00:00:00Z')");
+    t.equal(mode(path), 0o600, 'database');
+    t.equal(mode(`${path}-wal`), 0o600, '-wal');
+    t.equal(mode(`${path}-shm`), 0o600, '-shm');
+    t.equal(mode(join(dir, 'data')), 0o700, 'data folder');
+    db.$client.close();
+  });
+
+  t.test('when a database created 0644 is opened, then it is narrowed to 0600', async (t) => {
+    const { path } = database(t, 1);
+    chmodSync(path, 0o644);
+    const db = openDatabase({ path, synchronous: 'OFF' });
+    t.equal(mode(path), 0o600);
+    db.$client.close();
+  });
+
+  t.test('when a backup is taken, then its file is 0600', async (t) => {
+    const { dir, path } = database(t, 1);
+    const out = join(dir, 'backup.sqlite');
+    backupDatabase(path, out);
+    t.equal(mode(out), 0o600);
+  });
 });
