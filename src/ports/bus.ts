@@ -18,7 +18,13 @@ export interface BusEvents {
   /** Several nodes: the device connected to another node, which now holds it; this node's socket closes (this node only) */
   deviceElsewhere: number;
   /** Several nodes: a node's device connected or left (presence, adapters/postgres/presence.ts) */
-  presence: { nodeId: string; deviceId: number; online: boolean };
+  presence: {
+    nodeId: string;
+    deviceId: number;
+    online: boolean;
+    /** the epoch of the session row the node wrote (online only): the highest holds the device */
+    epoch?: number;
+  };
 }
 
 export interface Bus {

@@ -5,9 +5,14 @@
 // the other nodes' as their messages on the bus say, read again from the tables every
 // RESYNC_MS (a message lost, a node dead).
 //
-// A device that connects to another node takes its row over (a new epoch); the node that held
-// it hears `deviceElsewhere` and closes its old socket; that socket's late "offline" deletes
-// the row only if the epoch is still its own, so it never undoes the takeover.
+// A device that connects to another node takes its row over (a new epoch, from a sequence: the
+// last upsert has the highest); the node that held it hears of it and closes its old socket
+// (`deviceElsewhere`); that socket's late "offline" deletes the row only if the epoch is still
+// its own, so it never undoes the takeover. Two sockets of one device opened on two nodes at
+// once: each node hears the other's "online" while it holds its own, so the epochs decide: a
+// node closes its socket only for a higher epoch than its own, and one that hears before its
+// own upsert has answered decides when it has (until 2026-11-29 both closed, and the device
+// was offline).
 import type pg from 'pg';
 import type { Bus, BusEvents } from '../../ports/bus.js';
 import type { Presence } from '../../ports/presence.js';
@@ -38,6 +43,8 @@ export class PgPresence implements Presence {
   private elsewhere = new Map<number, string>();
   private readonly all = new Set<number>();
   private timers: NodeJS.Timeout[] = [];
+  /** the highest epoch heard from other nodes for a device this node holds, before its own was known */
+  private readonly heardEpoch = new Map<number, number>();
   /** every write of a device's row, in order, one device after the other */
   private writes = new Map<number, Promise<void>>();
 
@@ -64,9 +71,10 @@ export class PgPresence implements Presence {
       this.heard(m);
       // another node took over a device this node holds: this node's socket closes (app.ts)
       if (m.online && m.nodeId !== this.nodeId && this.here.has(m.deviceId)) {
-        this.here.delete(m.deviceId);
-        this.recompute(m.deviceId);
-        this.bus.publish('deviceElsewhere', m.deviceId);
+        const mine = this.here.get(m.deviceId);
+        const theirs = m.epoch ?? Number.POSITIVE_INFINITY;
+        if (mine === null || mine === undefined) this.heardEpoch.set(m.deviceId, Math.max(theirs, this.heardEpoch.get(m.deviceId) ?? 0));
+        else if (theirs > mine) this.takenOver(m.deviceId);
       }
     });
     await this.resync();
@@ -91,7 +99,16 @@ export class PgPresence implements Presence {
     else this.all.delete(deviceId);
   }
 
+  /** another node holds the device now: forget it here and close this node's socket */
+  private takenOver(deviceId: number): void {
+    this.here.delete(deviceId);
+    this.heardEpoch.delete(deviceId);
+    this.recompute(deviceId);
+    this.bus.publish('deviceElsewhere', deviceId);
+  }
+
   set(deviceId: number, online: boolean): void {
+    this.heardEpoch.delete(deviceId);
     if (online) this.here.set(deviceId, null);
     else this.here.delete(deviceId);
     this.recompute(deviceId);
@@ -111,11 +128,17 @@ export class PgPresence implements Presence {
            RETURNING epoch`,
           [deviceId, this.nodeId],
         );
-        if (this.here.has(deviceId)) this.here.set(deviceId, Number(rows[0]!.epoch));
-      } else {
-        // only this node's session: one taken over by another node stays
-        await this.pool.query('DELETE FROM device_sessions WHERE device_id = $1 AND node_id = $2', [deviceId, this.nodeId]);
+        const epoch = Number(rows[0]!.epoch);
+        if (!this.here.has(deviceId)) return;
+        this.here.set(deviceId, epoch);
+        this.bus.publish('presence', { nodeId: this.nodeId, deviceId, online, epoch });
+        // another node's "online" heard while this upsert was on its way, with a later epoch
+        if ((this.heardEpoch.get(deviceId) ?? 0) > epoch) this.takenOver(deviceId);
+        this.heardEpoch.delete(deviceId);
+        return;
       }
+      // only this node's session: one taken over by another node stays
+      await this.pool.query('DELETE FROM device_sessions WHERE device_id = $1 AND node_id = $2', [deviceId, this.nodeId]);
       this.bus.publish('presence', { nodeId: this.nodeId, deviceId, online });
     } catch (err) {
       // a deleted device (foreign key), or the database away: the resync puts it right

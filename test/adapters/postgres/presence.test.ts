@@ -41,3 +41,45 @@ t.test('when a node starts, then nodes silent past FORGET_AFTER_S are forgotten 
   t.same([...presence.online], [d3], 'only the live node\'s device is online');
   t.equal(await presence.prune(), 0, 'a second prune finds nothing more');
 });
+
+t.test('when one device opens sockets on two nodes at the same moment, then exactly one node keeps it: the one whose session row is newer', { skip: pgSkip }, async (t) => {
+  const url = await migratedDatabase(t);
+  const pool = new pg.Pool({ connectionString: url, max: 6 });
+  pool.on('error', () => {});
+  t.teardown(() => pool.end());
+  // two nodes, each with its own bus; what one publishes for the others reaches the other (as
+  // PgBus carries `presence`), a little later
+  const busA = new MemoryBus();
+  const busB = new MemoryBus();
+  busA.subscribe('presence', (m) => m.nodeId === 'a' && setTimeout(() => busB.publish('presence', m), 1));
+  busB.subscribe('presence', (m) => m.nodeId === 'b' && setTimeout(() => busA.publish('presence', m), 1));
+  const closed = { a: [] as number[], b: [] as number[] };
+  busA.subscribe('deviceElsewhere', (id) => closed.a.push(id));
+  busB.subscribe('deviceElsewhere', (id) => closed.b.push(id));
+  const a = new PgPresence(pool, 'a', busA, log);
+  const b = new PgPresence(pool, 'b', busB, log);
+  await a.start();
+  await b.start();
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
+  const ROUNDS = 20;
+  const values = Array.from({ length: ROUNDS }, (_, i) => `('r${i}', 'r${i}', 'r${i}')`).join(', ');
+  const { rows } = await pool.query<{ id: string }>(`INSERT INTO devices (name, name_key, unique_id) VALUES ${values} RETURNING id`);
+  const ids = rows.map((r) => Number(r.id));
+  for (const id of ids) {
+    a.set(id, true);
+    b.set(id, true);
+  }
+  await Promise.all([a.settled(), b.settled()]);
+  await new Promise((r) => setTimeout(r, 50)); // the last bus messages
+  const holders = await pool.query<{ device_id: string; node_id: string }>('SELECT device_id, node_id FROM device_sessions');
+  const holder = new Map(holders.rows.map((r) => [Number(r.device_id), r.node_id]));
+  for (const id of ids) {
+    const closedOn = [...(closed.a.includes(id) ? ['a'] : []), ...(closed.b.includes(id) ? ['b'] : [])];
+    t.equal(closedOn.length, 1, `device ${id}: one socket closed (${closedOn.join(', ') || 'none'})`);
+    t.not(closedOn[0], holder.get(id), `device ${id}: the node holding the session row keeps its socket`);
+    t.ok(a.online.has(id) && b.online.has(id), `device ${id}: online on both nodes`);
+  }
+});
