@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when generated artefacts no longer match their sources:
 #  - generated/api.d.ts must be what openapi-typescript makes of openapi.yaml;
+#  - generated/frames.d.ts must be what scripts/generate-frames.ts makes of asyncapi.yaml;
 #  - each dialect's migrations must already contain every change of its drizzle schema:
 #    src/adapters/sqlite/migrations for src/adapters/sqlite/schema.ts (drizzle.config.ts),
 #    src/adapters/postgres/migrations for src/adapters/postgres/schema.ts (drizzle.pg.config.ts).
@@ -11,6 +12,8 @@ npx openapi-typescript openapi.yaml -o generated/api.d.ts --check >/dev/null 2>&
   echo "drift: generated/api.d.ts is out of date with openapi.yaml; run 'npm run generate' and commit." >&2
   exit 1
 }
+# (it says why itself: out of date, or a schema it cannot type)
+npx tsx scripts/generate-frames.ts --check || exit 1
 
 # Generates a migration and sees whether one appeared; if so, removes what was generated (the
 # .sql and its snapshot, and the journal's new entry) and fails.

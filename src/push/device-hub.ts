@@ -453,7 +453,7 @@ export class DeviceHub implements PushHub {
     }
     this.log.debug({ deviceId: conn.deviceId }, 'device sent a frame that is not an ack; ignored');
     if (this.invalidFrame(conn, { deviceId: conn.deviceId })) return;
-    if (conn.ws.bufferedAmount < ERROR_REPLY_MAX) conn.ws.send(JSON.stringify({ type: 'error', message: 'expected {"type":"ack","pushId":N}' }));
+    if (conn.ws.bufferedAmount < ERROR_REPLY_MAX) conn.ws.send(JSON.stringify({ type: 'error', message: 'expected an ack {"type":"ack","pushId":N} or a response {"type":"response","responseId":...,"incidentId":N,"status":...}' }));
   }
 
   private answer: AnswerDecider | null = null;

@@ -187,6 +187,23 @@ t.test('when a device gets pushes and sends a frame that is not an ack, then the
   t.match(frameViolation('device', 'send', { ...frames[0], event: withoutTime }), /eventTime/);
 });
 
+t.test('when a device sends a frame of another type, then its error frame names both frames a device may send, as the document shows it', async (t) => {
+  const s = await listen(t);
+  const w = await world(s.app);
+  const c = await connect(t, `${s.ws}/api/socket/device?token=${await deviceToken(s.app, w.a7)}`);
+  c.socket.send('{"type":"hello"}');
+  await until('the error reply', () => (c.frames as { type: string }[]).some((f) => f.type === 'error'));
+  const error = (c.frames as unknown as Json[]).find((f) => f.type === 'error')!;
+  t.match(error.message, /"type":"ack"/, 'it names the ack');
+  t.match(error.message, /"type":"response"/, 'and the response');
+  const documented = (asyncapi.components.messages.error.examples as Json[]).map((e) => e.payload.message);
+  t.same(documented, [error.message], "the document's example is the frame the service sends");
+  for (const text of [asyncapi.components.messages.error.summary, asyncapi.operations.sendDeviceError.summary] as string[]) {
+    t.match(text, /ack/, `"${text}" names acks`);
+    t.match(text, /response/, 'and responses');
+  }
+});
+
 t.test('when a user is connected, then the events frame of each write matches the contract', async (t) => {
   const s = await listen(t);
   const w = await world(s.app);
