@@ -577,8 +577,13 @@ export interface paths {
          *     `url` must be `https` and resolve only to public addresses (checked here and again
          *     before every attempt, so a name that later resolves to a private address is not
          *     called); `http` and private addresses only when the service runs with
-         *     `WEBHOOK_ALLOW_PRIVATE=true`. A refused URL is a 400. Readonly users create none
-         *     (403); a user holds at most 20 webhooks (403).
+         *     `WEBHOOK_ALLOW_PRIVATE=true`. A refused URL is a 400: a host with no address, no
+         *     answer within 4 s or a private address is refused in the same words (the answer
+         *     never names an address). `url` written out in ASCII (non-ASCII characters
+         *     percent-encoded) is at most 2 048 characters (400). Readonly users create none
+         *     (403); a user holds at most 20 webhooks (403, before any lookup). At most 4 host-name
+         *     lookups of one user (32 of all users) run at once on a node: one more is a 503
+         *     `busy` with `Retry-After`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -806,7 +811,7 @@ export interface components {
             at: string;
             /** @description The receiver's HTTP status; null when there was no answer (see `error`). */
             status: number | null;
-            /** @description Why there was no answer: a timeout (10 s), a refused connection, an address that is not public, … */
+            /** @description Why there was no answer, in one of a few fixed texts: the host name did not resolve to public addresses only (no address, none in time, or a private one: the address is never named), too many host-name lookups were under way, the URL names an address that is not public, or no HTTP answer (a refused, reset or silent connection, or TLS failing, are not told apart). */
             error: string | null;
             durationMs: number;
         };
@@ -1400,7 +1405,8 @@ export interface components {
          *     tells why: `urn:cad-incident:problem:storage-unavailable` (the database cannot store
          *     a write, e.g. its disk is full: nothing was written, reads keep working),
          *     `…:busy` (too many password checks are queued: a login or Basic credential was not
-         *     checked).
+         *     checked; or too many host-name lookups of webhook URLs are under way: nothing was
+         *     written).
          */
         ServiceUnavailable: {
             headers: {

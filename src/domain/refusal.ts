@@ -16,6 +16,7 @@ export const REFUSAL_CODES = [
   'IDEMPOTENCY_KEY_IN_USE', // 409: a request with this Idempotency-Key is still being processed
   'PRECONDITION_FAILED', // 412: If-Match names no tag of the incident as stored
   'IDEMPOTENCY_KEY_REUSED', // 422: this Idempotency-Key was used with another request
+  'BUSY', // 503: too much of this is under way (host-name lookups); retry after Retry-After
 ] as const;
 
 export type RefusalCode = (typeof REFUSAL_CODES)[number];
@@ -47,4 +48,5 @@ export const refuse = {
   forbidden: (detail: string) => new Refused('FORBIDDEN', detail),
   readonly: () => new Refused('READONLY', 'This user is readonly: it cannot create, change or delete anything.'),
   notFound: (detail: string) => new Refused('NOT_FOUND', detail),
+  busy: (detail: string, retryAfterS: number) => new Refused('BUSY', detail, {}, { 'retry-after': String(retryAfterS) }),
 };

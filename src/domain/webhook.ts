@@ -7,6 +7,14 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** webhooks one user may hold */
 export const WEBHOOKS_PER_USER_MAX = 20;
+/** a webhook URL's length as stored: written out in ASCII (percent-encoded, punycode), as sent and sent to */
+export const WEBHOOK_URL_MAX = 2048;
+/** host-name lookups of webhook URLs (create, update) one user may have under way on a node */
+export const WEBHOOK_LOOKUPS_PER_USER_MAX = 4;
+/** host-name lookups of webhook URLs (create, update) under way on a node, all users together */
+export const WEBHOOK_LOOKUPS_MAX = 32;
+/** a host-name lookup's deadline, all its queries and tries included */
+export const HOST_LOOKUP_TIMEOUT_MS = 4000;
 /** how long the previous secret keeps signing after a rotation */
 export const PREVIOUS_SECRET_MS = 24 * 3600_000;
 /** a delivery not answered 2xx this long after it was written is FAILED */
@@ -51,6 +59,11 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): UrlCheck {
   if (url.hash !== '') return { ok: false, reason: 'must not have a fragment' };
   const literal = hostAddress(url.hostname);
   if (literal !== null && !allowPrivate && !isPublicAddress(literal)) return { ok: false, reason: 'names an address that is not public' };
+  // what is stored and called is the URL written out: a non-ASCII character there takes up to 12
+  // characters (%F0%9D%84%9E), so 2 048 sent may become 12 016 (issue 36)
+  if (url.href.length > WEBHOOK_URL_MAX) {
+    return { ok: false, reason: `is longer than ${WEBHOOK_URL_MAX} characters once written out in ASCII (each non-ASCII character becomes a %XX escape of each of its UTF-8 bytes)` };
+  }
   return { ok: true, url };
 }
 

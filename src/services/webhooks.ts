@@ -1,9 +1,27 @@
 // Webhooks to the CAD (DESIGN section 11): who may create, see, change and delete them, the URL
 // rules, the secret shown once, rotation, the delivery log and redelivery. Sending is the
 // sender's (webhook-sender.ts).
+//
+// Host-name lookups (issue 36): a name is looked up only after everything that needs none has
+// passed (the URL's form, and on create the owner's webhook count: a user at the limit makes no
+// lookup at all), at most WEBHOOK_LOOKUPS_PER_USER_MAX per user and WEBHOOK_LOOKUPS_MAX in all
+// at once on this node, counted before the first await; one more is refused at once (503 busy
+// with Retry-After), never queued. Each lookup ends by HOST_LOOKUP_TIMEOUT_MS (the transport's).
+// A refused host is refused in the same words whether it has no address, did not answer in time, or
+// has an address that is not public: the answer tells nothing about internal names.
 import { randomBytes } from 'node:crypto';
 import { refuse, type RefusedField } from '../domain/refusal.js';
-import { checkWebhookUrl, hostAddress, isPublicAddress, PREVIOUS_SECRET_MS, WEBHOOKS_PER_USER_MAX, type WebhookEventType } from '../domain/webhook.js';
+import {
+  checkWebhookUrl,
+  HOST_LOOKUP_TIMEOUT_MS,
+  hostAddress,
+  isPublicAddress,
+  PREVIOUS_SECRET_MS,
+  WEBHOOK_LOOKUPS_MAX,
+  WEBHOOK_LOOKUPS_PER_USER_MAX,
+  WEBHOOKS_PER_USER_MAX,
+  type WebhookEventType,
+} from '../domain/webhook.js';
 import type { Clock } from '../ports/clock.js';
 import type { UserRecord } from '../ports/identity.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
@@ -22,6 +40,9 @@ export interface WebhookSettings {
   allowPrivate: boolean;
   /** webhooks one user may hold (default WEBHOOKS_PER_USER_MAX) */
   perUserMax?: number;
+  /** host-name lookups under way at once: per user (default WEBHOOK_LOOKUPS_PER_USER_MAX), in all (default WEBHOOK_LOOKUPS_MAX) */
+  lookupsPerUserMax?: number;
+  lookupsMax?: number;
 }
 
 /** a Standard Webhooks secret: `whsec_` and 32 random bytes in base64 */
@@ -35,6 +56,10 @@ const badUrl = (message: string) => {
 };
 
 export class WebhookService {
+  /** host-name lookups under way, by user, and in all */
+  private readonly lookups = new Map<number, number>();
+  private lookupsTotal = 0;
+
   constructor(
     private readonly store: WebhookStorePort,
     private readonly transport: Pick<WebhookTransport, 'resolve'>,
@@ -43,22 +68,42 @@ export class WebhookService {
   ) {}
 
   /** the URL's rules, and (unless WEBHOOK_ALLOW_PRIVATE) every address its host resolves to is public */
-  private async checkUrl(raw: string): Promise<string> {
+  private async checkUrl(p: Principal, raw: string): Promise<string> {
     const checked = checkWebhookUrl(raw, this.settings.allowPrivate);
     if (!checked.ok) throw badUrl(checked.reason);
     const host = checked.url.hostname;
     if (!this.settings.allowPrivate && hostAddress(host) === null) {
-      let addresses: string[];
-      try {
-        addresses = await this.transport.resolve(host);
-      } catch {
-        throw badUrl(`names a host that does not resolve (${host})`);
+      const addresses = await this.lookUp(p.user.id, host);
+      // one answer for no address, no answer in time and a private address: which internal names
+      // exist, and what they resolve to, is not told
+      if (addresses === null || addresses.length === 0 || !addresses.every(isPublicAddress)) {
+        throw badUrl(`names a host (${host}) that did not resolve to public addresses only`);
       }
-      if (addresses.length === 0) throw badUrl(`names a host that does not resolve (${host})`);
-      const bad = addresses.find((a) => !isPublicAddress(a));
-      if (bad !== undefined) throw badUrl(`names a host that resolves to an address that is not public (${bad})`);
     }
     return checked.url.href;
+  }
+
+  /** the host's addresses, null when the lookup failed; 503 busy over the lookup limits */
+  private async lookUp(userId: number, host: string): Promise<string[] | null> {
+    const mine = this.lookups.get(userId) ?? 0;
+    const perUser = this.settings.lookupsPerUserMax ?? WEBHOOK_LOOKUPS_PER_USER_MAX;
+    if (mine >= perUser || this.lookupsTotal >= (this.settings.lookupsMax ?? WEBHOOK_LOOKUPS_MAX)) {
+      const whose = mine >= perUser ? `this user has ${mine}` : 'this node has too many';
+      throw refuse.busy(`Too many host-name lookups under way (${whose}); nothing was written. Retry after Retry-After seconds.`, Math.ceil(HOST_LOOKUP_TIMEOUT_MS / 1000));
+    }
+    // counted before the first await
+    this.lookups.set(userId, mine + 1);
+    this.lookupsTotal++;
+    try {
+      return await this.transport.resolve(host);
+    } catch {
+      return null;
+    } finally {
+      this.lookupsTotal--;
+      const left = (this.lookups.get(userId) ?? 1) - 1;
+      if (left > 0) this.lookups.set(userId, left);
+      else this.lookups.delete(userId);
+    }
   }
 
   /** the webhook, for its owner or an administrator */
@@ -72,11 +117,14 @@ export class WebhookService {
 
   async create(p: Principal, body: WebhookBody): Promise<WebhookRecord> {
     requireWritable(p);
-    const url = await this.checkUrl(body.url);
-    const secret = newSecret();
     const max = this.settings.perUserMax ?? WEBHOOKS_PER_USER_MAX;
+    const full = () => refuse.forbidden(`A user holds at most ${max} webhooks.`);
+    // before any lookup; the unit of work that writes counts again (creates at once)
+    if ((await this.store.list([p.user.id])).length >= max) throw full();
+    const url = await this.checkUrl(p, body.url);
+    const secret = newSecret();
     const created = await this.store.create(p.user.id, { url, events: [...new Set(body.events)], enabled: body.enabled ?? true }, secret, this.clock.now().toISOString(), max);
-    if (created === 'LIMIT') throw refuse.forbidden(`A user holds at most ${max} webhooks.`);
+    if (created === 'LIMIT') throw full();
     return created;
   }
 
@@ -90,7 +138,7 @@ export class WebhookService {
 
   async update(p: Principal, id: number, body: WebhookBody): Promise<WebhookRecord> {
     await this.webhookFor(p, id, true);
-    const url = await this.checkUrl(body.url);
+    const url = await this.checkUrl(p, body.url);
     const updated = await this.store.update(id, { url, events: [...new Set(body.events)], enabled: body.enabled ?? true });
     if (!updated) throw refuse.notFound(`No webhook ${id}.`);
     return updated;

@@ -9,33 +9,60 @@
 // see the same address. Redirects are never followed (http.request does not follow them). The
 // whole attempt, from the lookup to the last byte of the answer, is bounded by timeoutMs; the
 // answer's body is read and dropped, at most 64 KiB of it.
-import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+//
+// Lookups go through name-lookup.ts (c-ares, off libuv's thread pool, each with its own
+// deadline): the URL checks at creation on one NameLookup, the sender's connects on another, so
+// neither can use up the other's share (issue 36). An attempt that got no HTTP answer says so in
+// one of a few fixed texts: never the address a name resolved to, and never whether the port
+// refused, reset or did not answer (the attempts list would otherwise be a port scanner).
+import type { LookupAddress } from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { hostAddress, isPublicAddress } from '../../domain/webhook.js';
 import type { WebhookAnswer, WebhookRequest, WebhookTransport } from '../../ports/webhooks.js';
+import { LookupBusy, NameLookup, type NameLookupOptions } from './name-lookup.js';
 
 const ANSWER_READ_MAX = 64 * 1024;
 
-class NotPublic extends Error {}
+/** an attempt's error when the host's name gave no address it may connect to (none, none in time, or not public) */
+export const HOST_REFUSED = 'the host name did not resolve to public addresses only';
+/** an attempt's error when the lookups were busy: tried again later */
+export const LOOKUPS_BUSY = 'too many host-name lookups were under way';
+/** an attempt's error for every other failure without an HTTP answer */
+export const noAnswer = (timeoutMs: number) => `no HTTP answer (the connection failed, or there was no answer within ${timeoutMs} ms)`;
 
-function guardedLookup(allowPrivate: boolean): LookupFunction {
+/** the lookup gave nothing to connect to */
+class HostRefused extends Error {}
+
+function guardedLookup(names: NameLookup, allowPrivate: boolean): LookupFunction {
   return ((hostname: string, options: { all?: boolean; family?: number }, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
-    dnsLookup(hostname, { all: true, family: options.family ?? 0 }, (err, addresses) => {
-      if (err) return callback(err, '');
-      const bad = addresses.find((a) => !allowPrivate && !isPublicAddress(a.address));
-      if (bad) return callback(new NotPublic(`${hostname} resolves to ${bad.address}, which is not a public address`), '');
-      if (options.all) return callback(null, addresses);
-      const first = addresses[0];
-      if (!first) return callback(new Error(`${hostname} has no address`), '');
-      callback(null, first.address, first.family);
-    });
+    names.resolve(hostname).then(
+      (found) => {
+        // every address the name has must be public, whichever family the socket asks for
+        if (!allowPrivate && found.some((a) => !isPublicAddress(a.address))) return callback(new HostRefused(), '');
+        const usable = options.family === 4 || options.family === 6 ? found.filter((a) => a.family === options.family) : found;
+        const first = usable[0];
+        if (!first) return callback(new HostRefused(), '');
+        if (options.all) return callback(null, usable);
+        callback(null, first.address, first.family);
+      },
+      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), ''),
+    );
   }) as LookupFunction;
 }
 
-export function httpWebhookTransport(): WebhookTransport {
+export interface WebhookTransportOptions {
+  /** how names are looked up (the DNS servers, for tests; the deadline): both NameLookups */
+  lookup?: Omit<NameLookupOptions, 'maxInFlight'>;
+}
+
+export function httpWebhookTransport(options: WebhookTransportOptions = {}): WebhookTransport {
+  // the URL checks (bounded per user and in all by the webhook service before they get here)
+  const forChecks = new NameLookup({ ...options.lookup, maxInFlight: 64 });
+  // the sender's connects (bounded by its deliveries in flight, 32 by default)
+  const forSending = new NameLookup({ ...options.lookup, maxInFlight: 64 });
   return {
     // the npm standardwebhooks package signs (never hand-rolled HMAC): one signature per secret
     sign(secrets, msgId, at, body) {
@@ -43,9 +70,9 @@ export function httpWebhookTransport(): WebhookTransport {
     },
 
     async resolve(host) {
-      const literal = hostAddress(host);
-      if (literal !== null) return [literal];
-      return new Promise((resolve, reject) => dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses.map((a) => a.address)))));
+      const found = await forChecks.resolve(host);
+      if (found.length === 0) throw new Error('no address');
+      return found.map((a) => a.address);
     },
 
     post(req: WebhookRequest): Promise<WebhookAnswer> {
@@ -74,7 +101,7 @@ export function httpWebhookTransport(): WebhookTransport {
           {
             method: 'POST',
             headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(req.body)), 'user-agent': 'cad-incident-webhooks', ...req.headers },
-            lookup: guardedLookup(req.allowPrivate),
+            lookup: guardedLookup(forSending, req.allowPrivate),
             agent: false,
           },
           (res) => {
@@ -93,7 +120,9 @@ export function httpWebhookTransport(): WebhookTransport {
         timer = setTimeout(() => {
           request.destroy(new Error(`no answer within ${req.timeoutMs} ms`));
         }, req.timeoutMs);
-        request.on('error', (err) => finish({ status: null, error: err instanceof NotPublic ? err.message : err.message || String(err) }));
+        request.on('error', (err) =>
+          finish({ status: null, error: err instanceof HostRefused ? HOST_REFUSED : err instanceof LookupBusy ? LOOKUPS_BUSY : noAnswer(req.timeoutMs) }),
+        );
         request.end(req.body);
       });
     },
