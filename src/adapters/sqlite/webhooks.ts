@@ -31,10 +31,12 @@ const INSERT_DELIVERIES = `
 // cap, with how many of its deliveries could go now (due, not claimed, the next of their incident:
 // webhook_deliveries_pending, then _incident), counted up to the cap. In flight is counted over the
 // claimed rows only (webhook_deliveries_claimed: a settled row's lease is cleared), not over a
-// webhook's whole backlog.
+// webhook's whole backlog: INDEXED BY, since the planner otherwise scans _incident for the GROUP
+// BY (100 001 pending rows: 33.8 ms a claim round, with it 2.5 ms; measured 2026-11-29).
 const CANDIDATES = `
   WITH flying AS (
-    SELECT webhook_id, count(*) AS n FROM webhook_deliveries WHERE claimed_until > @now AND state = 'PENDING' GROUP BY webhook_id)
+    SELECT webhook_id, count(*) AS n FROM webhook_deliveries INDEXED BY webhook_deliveries_claimed
+    WHERE claimed_until > @now AND state = 'PENDING' GROUP BY webhook_id)
   SELECT * FROM (
     SELECT w.id AS webhookId, w.user_id AS ownerId, coalesce(f.n, 0) AS inFlight,
       (SELECT count(*) FROM (
