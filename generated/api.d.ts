@@ -139,7 +139,9 @@ export interface paths {
          *     assignment `CANCELLED`: later answers get `accepted: false`, `reason: cancelled`. A
          *     device not assigned to the incident (or an incident that does not exist) gets
          *     `accepted: false`, `reason: not-assigned`. The same `responseId` again (per device)
-         *     returns the first result and records nothing.
+         *     returns the first result and records nothing. A refused answer (`not-assigned`,
+         *     `cancelled`) is not stored at all: its `responseId` sent again is decided again (the
+         *     same answer while nothing changed; accepted once the device is assigned).
          *
          *     `time` is the device's time of the answer. The order of the statuses wins over
          *     clocks: a forward answer is applied whatever its time, and its time is recorded no

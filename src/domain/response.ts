@@ -9,9 +9,10 @@
 // RESPONDING so that it "may change to RESPONDING" and never the other way round. CANCELLED is
 // off the line: only a stand-down sets it, and nothing leaves it but a new assignment.
 //
-// Answers that do not move forward are accepted and change nothing (no record, no event): a
-// late RESPONDING after ON_SCENE, the same status twice. The device learns it was heard; the
-// CAD hears nothing new.
+// Answers that do not move forward are accepted and change nothing (no event; only their result
+// is kept under their responseId, so a replay answers the same): a late RESPONDING after
+// ON_SCENE, the same status twice. The device learns it was heard; the CAD hears nothing new.
+// A refusal (not-assigned, cancelled) writes nothing at all: it is decided again if sent again.
 //
 // Time. An answer may carry the device's `time` of it (answers queued while the device was
 // offline arrive late). The order of the statuses is the fact; device clocks are not:
@@ -73,9 +74,13 @@ export interface ResponseContext {
 }
 
 export type ResponseDecision =
-  /** a repeat of a responseId: the first result, nothing written */
-  | { write: 'nothing'; result: ResponseResult; repeat: true }
-  /** a refusal or a no-op: the result is recorded under the responseId, nothing else */
+  /**
+   * Nothing written: a repeat of a responseId (the first result), or a refusal (not-assigned,
+   * cancelled), which is never stored: its responseId, sent again, is decided again (issue 36,
+   * 2026-11-29: a device answering incidents it is not assigned to wrote a row each time).
+   */
+  | { write: 'nothing'; result: ResponseResult; repeat: boolean }
+  /** an accepted no-op: the result is recorded under the responseId, nothing else */
   | { write: 'record'; result: ResponseResult; repeat: false }
   /** a move forward: the new state, the record and an incidentResponse event */
   | {
@@ -111,9 +116,9 @@ export function decideResponse(input: ResponseInput, ctx: ResponseContext): Resp
   if (!ctx.assigned) {
     // stood down: its row says CANCELLED; never assigned (or a new assignment not yet made): none
     const reason: ResponseRefusalReason = state.status === 'CANCELLED' ? 'cancelled' : 'not-assigned';
-    return { write: 'record', result: { responseId, accepted: false, reason }, repeat: false };
+    return { write: 'nothing', result: { responseId, accepted: false, reason }, repeat: false };
   }
-  if (state.status === 'CANCELLED') return { write: 'record', result: { responseId, accepted: false, reason: 'cancelled' }, repeat: false };
+  if (state.status === 'CANCELLED') return { write: 'nothing', result: { responseId, accepted: false, reason: 'cancelled' }, repeat: false };
   const accepted: ResponseResult = { responseId, accepted: true };
   if (state.status !== 'NONE' && RANK[input.status] <= RANK[state.status]) return { write: 'record', result: accepted, repeat: false };
   const at = recordedTime(input.time, ctx.now, currentTime(state));

@@ -7,7 +7,7 @@
 // of work takes: a stand-down and an answer to one incident take effect one after the other),
 // the assignment's state — hands them to `decide` (domain/response.ts decideResponse), and writes
 // what it decided in the same transaction: the answer's record, the new state, and an
-// incidentResponse event. A repeat writes nothing.
+// incidentResponse event. A repeat writes nothing, nor does a refusal (never stored: decided again).
 //
 // CANCELLED is written, not derived (decided 2026-11-26). A stand-down writes it into the
 // assignment's state inside the incident's own unit of work (adapters' incidents.ts,

@@ -7,9 +7,15 @@
 // lease ends no other claim (on this node or another) returns the delivery, and `settle` records
 // the attempt only while the caller still holds it. A delivery is due when it is PENDING, its
 // next attempt is due, its webhook is enabled, it is not claimed, no earlier delivery of the same
-// webhook and incident is still PENDING (in order per incident), and its webhook has fewer than
-// `perWebhook` deliveries claimed.
+// webhook and incident is still PENDING (in order per incident), its webhook has fewer than
+// `perWebhook` deliveries claimed, and its owner is a working user (neither disabled nor past its
+// expirationTime: such a user's deliveries wait, PENDING, as a disabled webhook's do). Which
+// webhooks a claim takes from is not the store's choice: it reads the candidates inside the
+// claim's transaction and claims what `choose` (domain/webhook-share.ts) gives each.
 import type { AttemptOutcome, WebhookEvent, WebhookEventType } from '../domain/webhook.js';
+import type { ShareCandidate } from '../domain/webhook-share.js';
+
+export type { ShareCandidate };
 
 export interface WebhookRecord {
   id: number;
@@ -53,6 +59,8 @@ export interface DeliveryRecord {
 export interface ClaimedDelivery {
   id: number;
   webhookId: number;
+  /** the webhook's owner (the sender shares its room by owner) */
+  ownerId: number;
   msgId: string;
   incidentId: number;
   payload: string;
@@ -76,6 +84,12 @@ export interface ClaimOptions {
   limit: number;
   /** deliveries one webhook may have claimed at once, across nodes */
   perWebhook: number;
+  /**
+   * How many to claim of each webhook (webhook id → count), from the webhooks below their cap
+   * with deliveries ready (`ready` counted up to perWebhook), read in the claim's transaction.
+   * The store claims no more than that, nor past perWebhook or `limit`.
+   */
+  choose(candidates: readonly ShareCandidate[]): ReadonlyMap<number, number>;
 }
 
 export interface WebhookStorePort {

@@ -4,7 +4,9 @@
 // Every `pollMs` (and at once after a round that found work) it claims due deliveries with a
 // lease (the store makes sure no other node holds them, that at most `perWebhook` of a webhook's
 // are in flight across nodes, and that a delivery waits while an earlier one of its incident is
-// pending), POSTs each, signed through the transport (the Standard Webhooks package), and settles it: 2xx done; 410
+// pending; which webhooks it takes from is the fair share of domain/webhook-share.ts: the room
+// goes to the owners holding the fewest of this node's deliveries, at most `perOwner` each, and
+// a webhook at its cap takes none), POSTs each, signed through the transport (the Standard Webhooks package), and settles it: 2xx done; 410
 // fails it and disables the webhook; anything else is retried on the schedule (domain/webhook.ts
 // afterAttempt), `Retry-After` honoured, for up to 24 h, then FAILED. Memory is bounded: at most
 // `inFlightMax` deliveries are held at once (their bodies are at most a few KiB). Nothing lives
@@ -12,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAttempt, DEFAULT_RETRY_SCHEDULE_MS, DELIVERY_MAX_AGE_MS, type AttemptOutcome } from '../domain/webhook.js';
 import type { Clock } from '../ports/clock.js';
+import { shareClaims } from '../domain/webhook-share.js';
 import type { ClaimedDelivery, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
 
 /** the least time between two rounds started by wake() */
@@ -27,6 +30,8 @@ export interface SenderOptions {
   inFlightMax?: number;
   /** per webhook, across nodes (default 4) */
   perWebhook?: number;
+  /** this node's deliveries of one owner (user) in flight at once (default half of inFlightMax) */
+  perOwner?: number;
   /** an attempt's limit (default 10 s) */
   timeoutMs?: number;
   /** a claim's lease: longer than an attempt (default 30 s) */
@@ -50,6 +55,8 @@ export class WebhookSender {
   private running: Promise<void> | null = null;
   private stopped = false;
   private readonly inFlight = new Map<number, Promise<void>>();
+  /** this node's deliveries in flight, by owner (the fair share's `held`) */
+  private readonly held = new Map<number, number>();
   private claims = 0;
   /** when the last round started, and when the next is due (Date.now()) */
   private lastRound = 0;
@@ -74,6 +81,7 @@ export class WebhookSender {
       maxAgeMs: DELIVERY_MAX_AGE_MS,
       random: Math.random,
       ...options,
+      perOwner: options.perOwner ?? Math.max(1, Math.ceil((options.inFlightMax ?? 32) / 2)),
     };
   }
 
@@ -125,10 +133,15 @@ export class WebhookSender {
       by: `${this.o.nodeId}:${++this.claims}:${randomBytes(4).toString('hex')}`,
       limit: room,
       perWebhook: this.o.perWebhook,
+      choose: (candidates) => shareClaims(candidates, { room, perWebhook: this.o.perWebhook, perOwner: this.o.perOwner, held: this.held }),
     });
     for (const d of claimed) {
+      this.held.set(d.ownerId, (this.held.get(d.ownerId) ?? 0) + 1);
       const p = this.attempt(d).finally(() => {
         this.inFlight.delete(d.id);
+        const n = (this.held.get(d.ownerId) ?? 1) - 1;
+        if (n > 0) this.held.set(d.ownerId, n);
+        else this.held.delete(d.ownerId);
         // a delivery settled may let the next of its incident (or webhook) go
         this.wake();
       });

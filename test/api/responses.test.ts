@@ -4,7 +4,9 @@
 import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { adminAuth, bearer, json, makeApp, mintToken } from '../fixtures/app.js';
+import pg from 'pg';
+import type { Db } from '../../src/adapters/sqlite/db.js';
+import { ADAPTER, adminAuth, bearer, json, makeApp, mintToken } from '../fixtures/app.js';
 import { events, incidentBody, send, world, type World } from '../fixtures/incidents.js';
 
 async function deviceToken(app: FastifyInstance, deviceId: number): Promise<string> {
@@ -25,6 +27,8 @@ async function answer(app: FastifyInstance, token: string, incidentId: number, s
 
 interface Setup {
   app: FastifyInstance;
+  db: Db;
+  pgUrl?: string | undefined;
   w: World;
   incidentId: number;
   tokens: { e1a: string; e1b: string; a7: string; otherE1: string };
@@ -32,12 +36,21 @@ interface Setup {
 
 /** the world of fixtures/incidents.ts, an incident of cad's with E1 (two devices), and device tokens */
 async function setup(t: Test): Promise<Setup> {
-  const { app } = await makeApp(t);
+  const { app, db, pgUrl } = await makeApp(t);
   const w = await world(app);
   const created = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['E1'] }));
   const incidentId = (created.body.incident ?? created.body).id as number;
   const tokens = { e1a: await deviceToken(app, w.e1a), e1b: await deviceToken(app, w.e1b), a7: await deviceToken(app, w.a7), otherE1: await deviceToken(app, w.otherE1) };
-  return { app, w, incidentId, tokens };
+  return { app, db, pgUrl, w, incidentId, tokens };
+}
+
+/** counts the stored answers (the responses table), on the adapter the app runs on */
+async function responseRows(t: Test, s: Setup): Promise<() => Promise<number>> {
+  if (ADAPTER === 'sqlite') return async () => s.db.$client.prepare('SELECT count(*) FROM responses').pluck().get() as number;
+  const client = new pg.Client({ connectionString: s.pgUrl });
+  await client.connect();
+  t.teardown(() => client.end());
+  return async () => Number((await client.query<{ n: string }>('SELECT count(*) AS n FROM responses')).rows[0]!.n);
 }
 
 const responders = (s: Setup, auth = s.w.cad) => send(s.app, auth, 'GET', `/api/incidents/${s.incidentId}/responders`);
@@ -76,6 +89,25 @@ t.test('when a device is not assigned to the incident (or it does not exist), th
   t.same(await responseEvents(s), []);
 });
 
+t.test('when a device answers an incident it is not assigned to, or one stood down, then nothing is stored: no row, and the same responseId is decided again (issue 36)', async (t) => {
+  const s = await setup(t);
+  const rows = await responseRows(t, s);
+  const before = await rows();
+  const refused = randomUUID();
+  for (let i = 0; i < 20; i++) t.equal((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING')).body.reason, 'not-assigned');
+  t.equal((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING', { responseId: refused })).body.reason, 'not-assigned');
+  t.equal((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING', { responseId: refused })).body.reason, 'not-assigned', 'the same responseId again: decided again, the same answer');
+  t.equal((await answer(s.app, s.tokens.a7, 999_999, 'RESPONDING')).body.reason, 'not-assigned');
+  t.equal(await rows(), before, 'no row for 23 refused answers');
+  const accepted = randomUUID();
+  t.equal((await answer(s.app, s.tokens.e1a, s.incidentId, 'RESPONDING', { responseId: accepted })).body.accepted, true);
+  t.equal(await rows(), before + 1, 'an accepted answer is stored (its responseId replays its result)');
+  await send(s.app, s.w.cad, 'PUT', `/api/incidents/${s.incidentId}`, incidentBody({ resources: [] }));
+  t.equal((await answer(s.app, s.tokens.e1a, s.incidentId, 'ON_SCENE')).body.reason, 'cancelled');
+  t.same((await answer(s.app, s.tokens.e1a, s.incidentId, 'ON_SCENE', { responseId: accepted })).body, { responseId: accepted, accepted: true }, 'the accepted one replays its first result, after the stand-down too');
+  t.equal(await rows(), before + 1, 'a cancelled refusal stores nothing either');
+});
+
 t.test('when a user credential or none is sent, then 401 (a user never answers as a device), before the body is read', async (t) => {
   const s = await setup(t);
   const url = `/api/incidents/${s.incidentId}/responses`;
@@ -106,10 +138,10 @@ t.test('when the same responseId comes again, then the first result is answered 
   const refused = randomUUID();
   t.same((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING', { responseId: refused })).body.reason, 'not-assigned');
   await send(s.app, s.w.cad, 'PUT', `/api/incidents/${s.incidentId}`, incidentBody({ resources: ['E1', 'A7'] }));
-  t.same((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING', { responseId: refused })).body, { responseId: refused, accepted: false, reason: 'not-assigned' }, 'a refusal too, once assigned');
+  t.same((await answer(s.app, s.tokens.a7, s.incidentId, 'RESPONDING', { responseId: refused })).body, { responseId: refused, accepted: true }, 'a refusal is not stored: once assigned, the same responseId is decided again (issue 36)');
   const other = await answer(s.app, s.tokens.e1b, s.incidentId, 'RESPONDING', { responseId });
   t.same(other.body, { responseId, accepted: true }, 'responseIds are per device: another device may use the same one');
-  t.same(await responseEvents(s), [[s.w.e1a, 'ACKNOWLEDGED'], [s.w.e1b, 'RESPONDING']]);
+  t.same(await responseEvents(s), [[s.w.e1a, 'ACKNOWLEDGED'], [s.w.a7, 'RESPONDING'], [s.w.e1b, 'RESPONDING']]);
 });
 
 t.test('when an answer is behind the current status, then it is accepted and records nothing (a late RESPONDING after ON_SCENE)', async (t) => {

@@ -87,9 +87,9 @@ export class PgResponses implements ResponseStorePort {
         if (s) state = { status: s.status, times: JSON.parse(s.times) as AssignmentState['times'] };
       }
       const decision = decide({ earlier, assigned: assignmentOf(assignments, deviceId), state, now });
-      if (decision.write === 'nothing') return { result: decision.result, events: [], incident, repeat: true };
+      if (decision.write === 'nothing') return { result: decision.result, events: [], incident, repeat: decision.repeat };
       const { result } = decision;
-      // an incident id past int8 names nothing: its answer is recorded under 0 (refused not-assigned)
+      // an incident id past int8 names nothing (refused not-assigned, so never reaches here); 0 keeps the insert typed
       const incidentId = inRange(input.incidentId) ? input.incidentId : 0;
       const [record] = (
         await c.query<{ id: string }>(

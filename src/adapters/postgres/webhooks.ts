@@ -4,21 +4,23 @@
 // open transaction (the incident unit of work, the ack, the TTL sweep, the response unit of
 // work): committed with their cause or not at all.
 //
-// Several nodes send: a claim is one transaction that locks the webhooks with due deliveries
-// (`FOR NO KEY UPDATE SKIP LOCKED`: not the KEY SHARE an insert of a delivery takes, so units of
-// work never wait for a claim), counts each one's deliveries in flight under that lock (so two
-// nodes never exceed the per-webhook cap together), and takes its due deliveries
-// (`FOR UPDATE SKIP LOCKED`), setting claimed_until (the lease) and claimed_by. No other claim
-// returns a delivery before its lease ends; the lease (30 s) outlasts an attempt (10 s), so a
-// delivery is never sent by two nodes at once, and a node that dies mid-attempt loses only the
-// lease: the delivery is claimed again when it ends.
+// Several nodes send: a claim is one transaction that reads the candidates (the webhooks of
+// working owners below their cap with deliveries ready, as in SQLite), lets the sender's rule
+// choose (ports/webhooks.ts `choose`), then locks the chosen webhooks (`FOR NO KEY UPDATE SKIP
+// LOCKED`: not the KEY SHARE an insert of a delivery takes, so units of work never wait for a
+// claim), counts each one's deliveries in flight again under that lock (so two nodes never
+// exceed the per-webhook cap together), and takes its due deliveries (`FOR UPDATE SKIP LOCKED`),
+// setting claimed_until (the lease) and claimed_by. No other claim returns a delivery before its
+// lease ends; the lease (30 s) outlasts an attempt (10 s), so a delivery is never sent by two
+// nodes at once, and a node that dies mid-attempt loses only the lease: the delivery is claimed
+// again when it ends. A chosen webhook another node holds locked is skipped this round.
 //
 // Order per incident is by delivery id. Ids commit out of order here; deliveries of one incident
 // written under its row lock (incident.closed, incident.response) commit in id order, those of
 // incident.delivery (written by acks, which do not lock the incident) may not.
 import type pg from 'pg';
 import { webhookBody, type AttemptOutcome, type WebhookEvent, type WebhookEventType } from '../../domain/webhook.js';
-import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
+import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
 import type { PgDb } from './db.js';
 
 type Queryable = pg.Pool | pg.PoolClient;
@@ -30,7 +32,7 @@ const INSERT_DELIVERIES = `
   INSERT INTO webhook_deliveries (webhook_id, msg_id, type, incident_id, payload, state, attempts, created_at, next_attempt_at)
   SELECT w.id, 'msg_' || replace(gen_random_uuid()::text, '-', ''), $1, $2, $3, 'PENDING', 0, $4, $4
   FROM webhooks w JOIN users u ON u.id = w.user_id
-  WHERE w.enabled AND NOT u.disabled AND w.events::jsonb ? $1
+  WHERE w.enabled AND NOT u.disabled AND (u.expiration_time IS NULL OR u.expiration_time > $4) AND w.events::jsonb ? $1
     AND (u.administrator OR EXISTS (
       SELECT 1 FROM user_incidents ui WHERE ui.incident_id = $2
         AND (ui.user_id = w.user_id OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = w.user_id))))`;
@@ -48,6 +50,23 @@ export async function webhooksWant(c: Queryable, type: WebhookEventType): Promis
 }
 
 type Num = string | number;
+
+// The claim's candidates, as in SQLite (sqlite/webhooks.ts CANDIDATES): enabled webhooks of working
+// owners below their cap ($2), with their deliveries in flight (over the claimed rows only) and
+// how many could go now, counted up to the cap. Read without locks: the claim locks what it chose.
+const CANDIDATES = `
+  WITH flying AS (
+    SELECT webhook_id, count(*)::int AS n FROM webhook_deliveries WHERE claimed_until > $1 AND state = 'PENDING' GROUP BY webhook_id)
+  SELECT w.id AS "webhookId", w.user_id AS "ownerId", coalesce(f.n, 0) AS "inFlight", r.ready
+  FROM webhooks w JOIN users u ON u.id = w.user_id LEFT JOIN flying f ON f.webhook_id = w.id
+  CROSS JOIN LATERAL (
+    SELECT count(*)::int AS ready FROM (
+      SELECT 1 FROM webhook_deliveries d
+      WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= $1 AND (d.claimed_until IS NULL OR d.claimed_until <= $1)
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = d.webhook_id AND e.incident_id = d.incident_id AND e.id < d.id AND e.state = 'PENDING')
+      LIMIT $2) x) r
+  WHERE w.enabled AND NOT u.disabled AND (u.expiration_time IS NULL OR u.expiration_time > $1) AND coalesce(f.n, 0) < $2 AND r.ready > 0
+  ORDER BY w.id`;
 
 interface WebhookRow {
   id: Num;
@@ -208,21 +227,29 @@ export class PgWebhooks implements WebhookStorePort {
   }
 
   async claim(o: ClaimOptions): Promise<ClaimedDelivery[]> {
+    // the common case, nothing due, answered by a read outside a transaction
+    const first = await this.pool.query<{ webhookId: Num; ownerId: Num; inFlight: number; ready: number }>(CANDIDATES, [o.now, o.perWebhook]);
+    if (first.rows.length === 0) return [];
     return this.tx(async (c) => {
-      const out: ClaimedDelivery[] = [];
+      const { rows } = await c.query<{ webhookId: Num; ownerId: Num; inFlight: number; ready: number }>(CANDIDATES, [o.now, o.perWebhook]);
+      const candidates: ShareCandidate[] = rows.map((r) => ({ webhookId: Number(r.webhookId), ownerId: Number(r.ownerId), inFlight: r.inFlight, ready: r.ready }));
+      const chosen = o.choose(candidates);
+      const wanted = candidates.filter((x) => (chosen.get(x.webhookId) ?? 0) > 0).map((x) => x.webhookId);
+      if (wanted.length === 0) return [];
       const { rows: hooks } = await c.query<WebhookRow>(
-        `SELECT ${COLUMNS} FROM webhooks w WHERE w.enabled AND EXISTS (
-           SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= $1
-             AND (d.claimed_until IS NULL OR d.claimed_until <= $1))
-         ORDER BY w.id LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED`,
-        [o.now, o.limit],
+        `SELECT ${COLUMNS} FROM webhooks WHERE id = ANY($1::int8[]) AND enabled ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`,
+        [wanted],
       );
+      const { rows: flying } = await c.query<{ webhookId: Num; n: number }>(
+        `SELECT webhook_id AS "webhookId", count(*)::int AS n FROM webhook_deliveries
+         WHERE webhook_id = ANY($1::int8[]) AND state = 'PENDING' AND claimed_until > $2 GROUP BY webhook_id`,
+        [hooks.map((w) => w.id), o.now],
+      );
+      const inFlight = new Map(flying.map((f) => [Number(f.webhookId), f.n]));
+      const out: ClaimedDelivery[] = [];
       for (const w of hooks) {
-        const { rows: flying } = await c.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1 AND state = 'PENDING' AND claimed_until > $2`,
-          [w.id, o.now],
-        );
-        const room = Math.min(o.perWebhook - flying[0]!.n, o.limit - out.length);
+        const id = Number(w.id);
+        const room = Math.min(chosen.get(id) ?? 0, o.perWebhook - (inFlight.get(id) ?? 0), o.limit - out.length);
         if (room <= 0) continue;
         const { rows: taken } = await c.query<{ id: Num; msgId: string; incidentId: Num; payload: string; attempts: number; createdAt: string }>(
           `WITH due AS (
@@ -233,14 +260,25 @@ export class PgWebhooks implements WebhookStorePort {
            )
            UPDATE webhook_deliveries d SET claimed_until = $4, claimed_by = $5 FROM due WHERE d.id = due.id
            RETURNING d.id, d.msg_id AS "msgId", d.incident_id AS "incidentId", d.payload, d.attempts, d.created_at AS "createdAt", d.next_attempt_at AS "nextAttemptAt"`,
-          [w.id, o.now, room, o.until, o.by],
+          [id, o.now, room, o.until, o.by],
         );
         const secrets = signingSecrets(w, o.now);
         const ordered = [...taken].sort((a, b) => Number(a.id) - Number(b.id));
         for (const d of ordered) {
-          out.push({ id: Number(d.id), msgId: d.msgId, incidentId: Number(d.incidentId), payload: d.payload, attempts: d.attempts, createdAt: d.createdAt, webhookId: Number(w.id), url: w.url, secrets, claimedBy: o.by });
+          out.push({
+            id: Number(d.id),
+            msgId: d.msgId,
+            incidentId: Number(d.incidentId),
+            payload: d.payload,
+            attempts: d.attempts,
+            createdAt: d.createdAt,
+            webhookId: id,
+            ownerId: Number(w.userId),
+            url: w.url,
+            secrets,
+            claimedBy: o.by,
+          });
         }
-        if (out.length >= o.limit) break;
       }
       return out;
     });

@@ -87,7 +87,7 @@ export class ResponseStore {
         state: stateRow ? { status: stateRow.status, times: JSON.parse(stateRow.times) as AssignmentState['times'] } : null,
         now,
       });
-      if (decision.write === 'nothing') return { result: decision.result, events: [], incident, repeat: true };
+      if (decision.write === 'nothing') return { result: decision.result, events: [], incident, repeat: decision.repeat };
       const { result } = decision;
       const recordId = Number(
         this.st.record.run(deviceId, input.responseId, input.incidentId, input.status, input.time ?? null, now, result.accepted ? 1 : 0, result.reason ?? null)

@@ -159,7 +159,7 @@ export async function retentionContract(t: Test, factory: StorageFactory): Promi
       const { incident } = ok(t, await w.create(cad, 'HOOKED', [], {}, at(1)));
       const event = (n: number) => ({ type: 'incident.closed' as const, incidentId: incident.id, originId: 'HOOKED', timestamp: at(n), data: { n } });
       t.equal(await w.storage.webhooks.enqueue(event(2)), 1);
-      const [first] = await w.storage.webhooks.claim({ now: at(3), until: at(33), by: 'node-a:1', limit: 32, perWebhook: 4 });
+      const [first] = await w.storage.webhooks.claim({ now: at(3), until: at(33), by: 'node-a:1', limit: 32, perWebhook: 4, choose: (c) => new Map(c.map((x) => [x.webhookId, x.ready])) });
       t.ok(await w.storage.webhooks.settle(first!, { at: at(3), status: 204, error: null, durationMs: 2 }, { state: 'DELIVERED' }));
       t.equal(await w.storage.webhooks.enqueue(event(4)), 1, 'an old one still PENDING');
       t.equal(await w.storage.webhooks.enqueue(event(25)), 1, 'a young one');

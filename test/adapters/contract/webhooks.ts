@@ -5,19 +5,29 @@
 // most `perWebhook` in flight, in order per incident, retries and failures as settled.
 import type { Test } from 'tap';
 import type { WebhookEventType } from '../../../src/domain/webhook.js';
+import { shareClaims } from '../../../src/domain/webhook-share.js';
 import type { ClaimedDelivery, ClaimOptions } from '../../../src/ports/webhooks.js';
 import { at, ok, world, type StorageFactory, type World } from './world.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
+/** every webhook below its cap gives all it has ready (the store still stops at `limit` and the cap) */
+const greedy: ClaimOptions['choose'] = (candidates) => new Map(candidates.map((c) => [c.webhookId, c.ready]));
+
 function claimAt(n: number, extra: Partial<ClaimOptions> = {}): ClaimOptions {
-  return { now: at(n), until: at(n + 30), by: `node-a:${n}`, limit: 32, perWebhook: 4, ...extra };
+  return { now: at(n), until: at(n + 30), by: `node-a:${n}`, limit: 32, perWebhook: 4, choose: greedy, ...extra };
 }
 
 async function hook(w: World, userId: number, events: WebhookEventType[] = ['incident.closed', 'incident.delivery', 'incident.response'], max = 20) {
   const created = await w.storage.webhooks.create(userId, { url: 'https://cad.example.org/hooks', events, enabled: true }, SECRET, w.now(), max);
   if (created === 'LIMIT') throw new Error('limit');
   return created;
+}
+
+/** the sender's rule (domain/webhook-share.ts) with room `limit`, this node holding `held` by owner */
+function fair(limit: number, held: Record<number, number> = {}, perOwner = limit): Partial<ClaimOptions> {
+  const heldBy = new Map(Object.entries(held).map(([k, v]) => [Number(k), v]));
+  return { limit, choose: (candidates) => shareClaims(candidates, { room: limit, perWebhook: 4, perOwner, held: heldBy }) };
 }
 
 const payloads = (claimed: readonly ClaimedDelivery[]) => claimed.map((c) => JSON.parse(c.payload) as { type: string; data: Record<string, unknown> });
@@ -140,6 +150,74 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       t.ok([...perHook.values()].every((n) => n <= 4), 'at most four of a webhook in flight');
       const rest = await w.storage.webhooks.claim(claimAt(1001, { by: 'node-d', perWebhook: 100 }));
       t.equal(ids.length + rest.length, 12, 'and none lost: the others are claimed later');
+    });
+
+    t.test('when a webhook is at its cap, then it takes none of the room: with room for one, another webhook’s delivery is claimed (issue 36)', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      const other = await w.user('Other');
+      const busy = await hook(w, cad.id, ['incident.response']);
+      const quiet = await hook(w, other.id, ['incident.response']);
+      for (let i = 0; i < 6; i++) {
+        const id = ok(t, await w.create(cad, `B-${i}`, [])).incident.id;
+        await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: `B-${i}`, timestamp: w.now(), data: {} });
+      }
+      const first = await w.storage.webhooks.claim(claimAt(1000, fair(32)));
+      t.same(first.map((c) => c.webhookId), [busy.id, busy.id, busy.id, busy.id], 'the busy webhook at its cap of four, two more of it due');
+      t.ok(first.every((c) => c.ownerId === cad.id), 'each claimed delivery names its owner');
+      const id = ok(t, await w.create(other, 'Q-1', [])).incident.id;
+      await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: 'Q-1', timestamp: w.now(), data: {} });
+      const next = await w.storage.webhooks.claim(claimAt(1001, { by: 'node-a:room-for-one', ...fair(1) }));
+      t.same(next.map((c) => [c.webhookId, c.ownerId]), [[quiet.id, other.id]], 'the webhook at its cap (the lower id) did not use the one place');
+    });
+
+    t.test('when owners have more ready than the room, then it is shared by owner, fewest held first, and no owner past perOwner (issue 36)', async (t) => {
+      const w = await world(t, factory);
+      const many = await w.user('Many');
+      const late = await w.user('Late');
+      const manyHooks = [];
+      for (let i = 0; i < 5; i++) manyHooks.push(await hook(w, many.id, ['incident.closed']));
+      const lateHook = await hook(w, late.id, ['incident.closed']);
+      // three incidents of each owner closed: 15 deliveries of Many's (5 webhooks), 3 of Late's
+      for (const [u, prefix] of [[many, 'M'], [late, 'L']] as const) {
+        for (let i = 0; i < 3; i++) {
+          const id = ok(t, await w.create(u, `${prefix}-${i}`, [])).incident.id;
+          ok(t, await w.update(u, { id }, { originId: `${prefix}-${i}`, status: 'CLOSED', resources: [] }));
+        }
+      }
+      const two = await w.storage.webhooks.claim(claimAt(1000, fair(2)));
+      t.same(two.map((c) => c.ownerId).sort(), [many.id, late.id].sort(), 'room for two: one each, not two of the lower ids');
+      const four = await w.storage.webhooks.claim(claimAt(1001, { by: 'node-a:4', ...fair(4, { [many.id]: 9, [late.id]: 1 }, 10) }));
+      const of = (u: { id: number }) => four.filter((c) => c.ownerId === u.id).map((c) => c.webhookId);
+      t.same(of(late), [lateHook.id, lateHook.id], 'the owner holding fewer gets the room while it has deliveries ready (Late: its two left)');
+      t.equal(of(many).length, 1, 'Many, holding 9 of perOwner 10, one more: room for four, three claimed…');
+      const capped = await w.storage.webhooks.claim(claimAt(1002, { by: 'node-a:cap', ...fair(8, { [many.id]: 10 }, 10) }));
+      t.same(capped, [], '…and none once it holds perOwner');
+      const rest = await w.storage.webhooks.claim(claimAt(1003, { by: 'node-a:rest', ...fair(32) }));
+      t.equal(new Set(rest.map((c) => c.webhookId)).size, 5, 'the rest spread over Many’s five webhooks');
+      t.ok(rest.every((c) => c.ownerId === many.id));
+      t.equal(manyHooks.length, 5);
+    });
+
+    t.test('when a webhook’s owner is expired or disabled, then no delivery is written for it and none already written is claimed until it works again (issue 36)', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      const expired = await w.user('Expired', { expirationTime: at(500) });
+      const disabled = await w.user('Disabled');
+      const r = ok(t, await w.create(cad, 'X-1', [])).incident;
+      for (const u of [expired, disabled]) await w.identity.linkIncident(u.id, r.id);
+      const expiredHook = await hook(w, expired.id, ['incident.response']);
+      const disabledHook = await hook(w, disabled.id, ['incident.response']);
+      const event = (n: number) => w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: r.id, originId: 'X-1', timestamp: at(n), data: { n } });
+      t.equal(await event(400), 2, 'before the expiry, with both owners working: one delivery each');
+      await w.identity.updateUser(disabled.id, { disabled: true });
+      t.equal(await event(600), 0, 'past the expiry, and with the other owner disabled: none written');
+      t.same(await w.storage.webhooks.claim(claimAt(601)), [], 'the deliveries written before wait: nothing is sent to an expired or disabled owner');
+      t.match(await w.storage.webhooks.deliveries(expiredHook.id, 10, 0), [{ state: 'PENDING', attempts: [] }], 'listed PENDING, never attempted');
+      await w.identity.updateUser(disabled.id, { disabled: false });
+      await w.identity.updateUser(expired.id, { expirationTime: null });
+      const resumed = await w.storage.webhooks.claim(claimAt(602, { by: 'node-a:back' }));
+      t.same(resumed.map((c) => c.webhookId).sort(), [expiredHook.id, disabledHook.id].sort(), 'sent once the owners work again');
     });
 
     t.test('when an attempt fails, then the delivery waits for its next attempt, attempts are listed, and a 410 disables the webhook until it is enabled again', async (t) => {

@@ -66,7 +66,7 @@ t.test('when an answer is behind or at the current status, then it is accepted a
 });
 
 t.test('when the device is not assigned, then the answer is refused not-assigned; when stood down, cancelled', async (t) => {
-  t.same(decideResponse(answer('RESPONDING'), ctx({ assigned: null })).result, { responseId: ID, accepted: false, reason: 'not-assigned' });
+  t.same(decideResponse(answer('RESPONDING'), ctx({ assigned: null })), { write: 'nothing', result: { responseId: ID, accepted: false, reason: 'not-assigned' }, repeat: false }, 'a refusal is not stored (issue 36)');
   t.same(decideResponse(answer('RESPONDING'), ctx({ assigned: null, state: at('ON_SCENE') })).result, {
     responseId: ID,
     accepted: false,
@@ -74,7 +74,7 @@ t.test('when the device is not assigned, then the answer is refused not-assigned
   }, 'a state left by a device no longer assigned, not cancelled: not-assigned');
   const cancelled = cancelledState(at('RESPONDING'), NOW);
   const d = decideResponse(answer('ON_SCENE'), ctx({ assigned: null, state: cancelled }));
-  t.same(d, { write: 'record', result: { responseId: ID, accepted: false, reason: 'cancelled' }, repeat: false });
+  t.same(d, { write: 'nothing', result: { responseId: ID, accepted: false, reason: 'cancelled' }, repeat: false }, 'nor is this one');
   t.same(decideResponse(answer('CLEARED'), ctx({ state: cancelled })).result, { responseId: ID, accepted: false, reason: 'cancelled' }, 'CANCELLED refuses even while assigned');
 });
 
