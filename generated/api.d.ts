@@ -31,7 +31,9 @@ export interface paths {
          *     200 with the plain Incident when every callsign matched and all its devices
          *     were online; otherwise 202 with a Device status report (the incident is
          *     stored either way). The caller is linked to the new incident.
-         *     Readonly users get 403. An `originId` already in use is 409
+         *     Readonly users get 403 (`readonly-user`), and so do users an administrator has
+         *     not granted `createIncidents` (`create-incidents-not-granted`), before the
+         *     `originId` is looked at. An `originId` already in use is 409
          *     (`origin-id-taken`, with `incidentId` when the caller may see that incident,
          *     so a CAD retrying a timed-out create can recover it). With an `Idempotency-Key`,
          *     a retry gets the first answer instead (see "Retrying safely").
@@ -93,8 +95,10 @@ export interface paths {
          * Update the incident with this id
          * @description Same body, rules and responses as `PUT /incidents/update`, except that the
          *     incident is located by the path `id`. The body's `originId` replaces the
-         *     stored one; if another incident already uses it the answer is 409
-         *     `origin-id-taken`. `If-Match` and `Idempotency-Key` as there.
+         *     stored one: only a user granted `createIncidents` (or an administrator) may
+         *     change it (403 `create-incidents-not-granted`); if another incident already
+         *     uses it the answer is 409 `origin-id-taken`. `If-Match` and `Idempotency-Key`
+         *     as there.
          */
         put: operations["updateIncident"];
         post?: never;
@@ -173,7 +177,8 @@ export interface paths {
          * @description One entry per callsign and device: the devices assigned now (in the order they were
          *     assigned), then those stood down (`CANCELLED`). For each, the delivery of the latest
          *     push of the incident to the device, and the response status with the time each
-         *     status was reached. For a caller with permission on the incident.
+         *     status was reached. For a caller with permission on the incident (404 for others,
+         *     as for an incident that does not exist).
          */
         get: operations["listIncidentResponders"];
         put?: never;
@@ -384,8 +389,10 @@ export interface paths {
         /**
          * Create a user
          * @description Administrators create any user. Managers create ordinary users (no
-         *     `administrator`, `userLimit` 0), who become users they manage, up to their
-         *     `userLimit` (-1 = unlimited), with no larger `deviceLimit` than their own.
+         *     `administrator`, `userLimit` 0, no `createIncidents`: else 403), who become
+         *     users they manage, up to their `userLimit` (-1 = unlimited), with no larger
+         *     `deviceLimit` than their own. A new user has `createIncidents` false unless an
+         *     administrator sets it.
          *     Others get 403. The limits are decided where the user is written: parallel
          *     requests never create more than `userLimit` allows. `email` must be unique
          *     (409); an email with spaces, invisible, format or control characters is 400.
@@ -416,8 +423,9 @@ export interface paths {
          *     other sessions and revokes all its tokens (and the tokens minted with them).
          *     Only administrators change `administrator`, `readonly`, `disabled`,
          *     `expirationTime`, `deviceLimit`, `userLimit`, `deviceReadonly`,
-         *     `limitCommands`, `fixedEmail`; a manager may set them for a user it manages
-         *     except `administrator` and `userLimit`, and gives no larger `deviceLimit` than
+         *     `limitCommands`, `fixedEmail`, `createIncidents` (others: 403, unless the body
+         *     repeats the current value); a manager may set them for a user it manages
+         *     except `administrator`, `userLimit` and `createIncidents`, and gives no larger `deviceLimit` than
          *     its own. A user with `fixedEmail` cannot change its own email (403).
          *     Disabling a user ends its sessions and refuses its tokens. The last
          *     administrator cannot be demoted or disabled (409).
@@ -537,7 +545,8 @@ export interface paths {
          * Link a user to a device, a managed user or an incident
          * @description The caller must not be readonly, must be an administrator or the user itself
          *     or its manager, and must reach the linked object (a managed user link needs an
-         *     administrator or the manager of both). Linking twice is harmless.
+         *     administrator or the manager of both). Linking twice is harmless. An incident
+         *     the caller has no permission on is 404, as one that does not exist.
          */
         post: operations["createPermission"];
         /**
@@ -1092,6 +1101,13 @@ export interface components {
             limitCommands: boolean;
             fixedEmail: boolean;
             poiLayer?: string | null;
+            /**
+             * @description May create incidents, and move one to another `originId` (administrators may
+             *     whatever it says). False for a new user unless an administrator sets it; only an
+             *     administrator changes it. An `originId` is unique across the service: a user who
+             *     may create can block another tenant's incident by taking its `originId` first.
+             */
+            createIncidents: boolean;
             attributes: {
                 [key: string]: unknown;
             };
@@ -1118,6 +1134,8 @@ export interface components {
             limitCommands?: boolean;
             fixedEmail?: boolean;
             poiLayer?: string | null;
+            /** @description Only an administrator sets it (others 403, unless it repeats the current value). */
+            createIncidents?: boolean;
             attributes?: {
                 [key: string]: unknown;
             };
@@ -1214,7 +1232,8 @@ export interface components {
         Problem: {
             /**
              * @description A URI naming the kind of problem: `urn:cad-incident:problem:<kind>`, where kind is
-             *     one of invalid-request, unauthorized, forbidden, readonly-user, not-found,
+             *     one of invalid-request, unauthorized, forbidden, readonly-user,
+             *     create-incidents-not-granted, not-found,
              *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
              *     last-administrator, idempotency-key-in-use, precondition-failed,
              *     idempotency-key-reused, payload-too-large, unsupported-media-type,
@@ -1288,8 +1307,12 @@ export interface components {
             };
         };
         /**
-         * @description Authenticated, but not allowed to do this. With an `Idempotency-Key`, a retry gets
-         *     this answer again (`Idempotent-Replayed: true`).
+         * @description Authenticated, but not allowed to do this. `type` tells why:
+         *     `urn:cad-incident:problem:readonly-user` (a readonly user changes nothing) or
+         *     `…:create-incidents-not-granted` (creating an incident, or moving one to another
+         *     `originId`, needs `createIncidents`, which an administrator grants). Never for an
+         *     incident the caller has no permission on: that is 404. With an `Idempotency-Key`,
+         *     a retry gets this answer again (`Idempotent-Replayed: true`).
          */
         IncidentWriteForbidden: {
             headers: {
@@ -1301,8 +1324,20 @@ export interface components {
             };
         };
         /**
-         * @description No such incident. With an `Idempotency-Key`, a retry gets this answer again
-         *     (`Idempotent-Replayed: true`).
+         * @description No such incident, or one the caller has no permission on: both are answered
+         *     alike, so an answer never tells that an incident exists.
+         */
+        IncidentNotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description No such incident, or one the caller has no permission on (answered alike). With an
+         *     `Idempotency-Key`, a retry gets this answer again (`Idempotent-Replayed: true`).
          */
         IncidentWriteNotFound: {
             headers: {
@@ -1641,8 +1676,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            404: components["responses"]["IncidentNotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1818,8 +1852,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
+            404: components["responses"]["IncidentNotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

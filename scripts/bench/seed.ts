@@ -22,7 +22,7 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
   const devicesOf = new Map<string, number[]>();
   sqlite.transaction(() => {
     const user = sqlite
-      .prepare(`INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit) VALUES ('CAD', ?, ?, ?, -1, 0)`)
+      .prepare(`INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit, create_incidents) VALUES ('CAD', ?, ?, ?, -1, 0, 1)`)
       .run(BENCH_USER.email, BENCH_USER.email, hash).lastInsertRowid;
     const insDevice = sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`);
     const link = sqlite.prepare(`INSERT INTO user_devices (user_id, device_id) VALUES (?, ?)`);
@@ -47,7 +47,7 @@ export async function seed(path: string, devices: number): Promise<{ pairCallsig
 /** the seeded integration user, as the incident store takes its caller (for in-process runs) */
 export function benchCaller(db: Db): UserRecord {
   const user = db.$client.prepare('SELECT * FROM users WHERE email = ?').get(BENCH_USER.email) as Record<string, unknown>;
-  return { ...user, administrator: false, readonly: false, id: user.id as number } as unknown as UserRecord;
+  return { ...user, administrator: false, readonly: false, createIncidents: true, id: user.id as number } as unknown as UserRecord;
 }
 
 /** three consecutive callsigns of `list` from position k (wrapping): 3 callsigns x 2 devices */
@@ -135,7 +135,7 @@ export async function seedPostgres(url: string, devices: number): Promise<{ pair
   try {
     await client.query('BEGIN');
     const user = await client.query<{ id: string }>(
-      `INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit) VALUES ('CAD', $1, $1, $2, -1, 0) RETURNING id`,
+      `INSERT INTO users (name, email, email_key, password_hash, device_limit, user_limit, create_incidents) VALUES ('CAD', $1, $1, $2, -1, 0, true) RETURNING id`,
       [BENCH_USER.email, hash],
     );
     const made = await client.query<{ id: string; unique_id: string }>(

@@ -110,7 +110,13 @@ export type Refusal = { code: 'INVALID_CALLSIGN'; error: CallsignError } | { cod
 export type IncidentRefusal =
   | Refusal
   | { code: 'NOT_FOUND' }
-  | { code: 'FORBIDDEN'; reason: 'readonly' | 'no-permission' }
+  /**
+   * 403: `readonly` creates and changes nothing; `create-not-granted` may not take an originId
+   * (create, or move an incident to another). An incident the caller has no permission on is
+   * NOT_FOUND, as one that does not exist (issue 36, 2026-11-29); `no-permission` is only in
+   * answers stored with an Idempotency-Key before then, and is answered 404 too.
+   */
+  | { code: 'FORBIDDEN'; reason: 'readonly' | 'create-not-granted' | 'no-permission' }
   | { code: 'ORIGIN_ID_TAKEN'; incidentId: number | null }
   /** If-Match named no tag of the incident as stored: it is returned as it is (DESIGN section 12) */
   | { code: 'PRECONDITION_FAILED'; current: Incident; version: number }
@@ -145,6 +151,17 @@ export interface Caller {
   id: number;
   administrator: boolean;
   readonly: boolean;
+  /** granted by an administrator (User.createIncidents); an administrator may whatever it says */
+  createIncidents: boolean;
+}
+
+/**
+ * May the caller take an originId (create an incident, or move one to another originId)? They
+ * are unique across the service, so whoever may can block another tenant's incident: a right an
+ * administrator grants (issue 36, 2026-11-29).
+ */
+export function mayTakeOriginIds(caller: Caller): boolean {
+  return caller.administrator || caller.createIncidents;
 }
 
 /** which incident an operation names: by id, or by the CAD's originId */
@@ -356,20 +373,31 @@ export function planDelete(stored: Incident, storedAssignments: readonly Assignm
 // The decisions of the three incident operations, taken inside the unit of work on what it read
 // (ports/incidents.ts): the rules of who may act, in the error order, then the plan.
 
-/** POST /incidents: readonly callers create nothing; an originId in use is a 409 (its id only for a caller who may see it) */
+/**
+ * POST /incidents: readonly callers create nothing, nor callers not granted createIncidents (both
+ * before the originId is looked at: they learn nothing of it); an originId in use is a 409 (its
+ * id only for a caller who may see it)
+ */
 export function decideCreate(caller: Caller, body: CreateBody, now: string): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
   return (current, ctx) => {
     if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
+    if (!mayTakeOriginIds(caller)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'create-not-granted' } };
     if (current) return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: current.reachable ? current.incident.id : null } };
     const outcome = planCreate(body, now, ctx);
     return outcome.ok ? { ok: true, write: 'insert', plan: outcome.plan } : outcome;
   };
 }
 
-/** the refusal of a change to an incident that exists, before any plan: 403 */
-function mayChange(caller: Caller, current: CurrentIncident): IncidentRefusal | null {
-  if (!current.reachable) return { code: 'FORBIDDEN', reason: 'no-permission' };
+/**
+ * The refusal of a change to an incident that exists, before any plan: 404 when the caller has no
+ * permission on it, the answer to an incident that does not exist (a 403 told that it does:
+ * issue 36, 2026-11-29), then 403 for a readonly caller, or one not granted createIncidents that
+ * moves it to another originId (which takes that originId as a create does).
+ */
+function mayChange(caller: Caller, current: CurrentIncident, originId?: string): IncidentRefusal | null {
+  if (!current.reachable) return { code: 'NOT_FOUND' };
   if (caller.readonly) return { code: 'FORBIDDEN', reason: 'readonly' };
+  if (originId !== undefined && originId !== current.incident.originId && !mayTakeOriginIds(caller)) return { code: 'FORBIDDEN', reason: 'create-not-granted' };
   return null;
 }
 
@@ -392,7 +420,7 @@ export function decideUpdate(
 ): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
   return (current, ctx) => {
     if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-    const refusal = mayChange(caller, current) ?? unmet(ifMatch, current);
+    const refusal = mayChange(caller, current, body.originId) ?? unmet(ifMatch, current);
     if (refusal) return { ok: false, refusal };
     const outcome = planUpdate(current.incident, current.assignments, body, now, ctx);
     return outcome.ok ? { ok: true, write: 'update', plan: outcome.plan } : outcome;

@@ -7,6 +7,7 @@ export const REFUSAL_CODES = [
   'UNAUTHORIZED', // 401: no valid credential, or one that no longer stands
   'FORBIDDEN', // 403: the caller may not do this
   'READONLY', // 403: the caller is readonly and changes nothing
+  'CREATE_INCIDENTS_NOT_GRANTED', // 403: an administrator has not granted the caller createIncidents
   'NOT_FOUND', // 404
   'ORIGIN_ID_TAKEN', // 409: another incident has this originId
   'INCIDENT_CLOSED', // 409: a closed incident (or one being closed) with callsigns

@@ -34,6 +34,7 @@ export function publicUser(u: UserRecord): Schemas['User'] {
     limitCommands: u.limitCommands,
     fixedEmail: u.fixedEmail,
     poiLayer: u.poiLayer,
+    createIncidents: u.createIncidents,
     attributes: json(u.attributes),
   };
 }

@@ -57,6 +57,7 @@ export const REFUSALS: Record<RefusalCode, { status: number; kind: string; title
   UNAUTHORIZED: { status: 401, kind: 'unauthorized', title: 'Unauthorized', headers: { 'www-authenticate': WWW_AUTHENTICATE } },
   FORBIDDEN: { status: 403, kind: 'forbidden', title: 'Forbidden' },
   READONLY: { status: 403, kind: 'readonly-user', title: 'Forbidden' },
+  CREATE_INCIDENTS_NOT_GRANTED: { status: 403, kind: 'create-incidents-not-granted', title: 'Forbidden' },
   NOT_FOUND: { status: 404, kind: 'not-found', title: 'Not Found' },
   ORIGIN_ID_TAKEN: { status: 409, kind: 'origin-id-taken', title: 'Conflict' },
   INCIDENT_CLOSED: { status: 409, kind: 'incident-closed', title: 'Conflict' },

@@ -29,6 +29,8 @@ export interface UserRecord {
   limitCommands: boolean;
   fixedEmail: boolean;
   poiLayer: string | null;
+  /** may create incidents (administrators may whatever it says); only an administrator changes it */
+  createIncidents: boolean;
   /** JSON object */
   attributes: string;
 }
@@ -76,7 +78,7 @@ type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 export type NewUser = Optional<
   Omit<UserRecord, 'id' | 'emailKey'>,
   | 'phone' | 'readonly' | 'administrator' | 'map' | 'latitude' | 'longitude' | 'zoom' | 'coordinateFormat' | 'disabled' | 'expirationTime'
-  | 'deviceLimit' | 'userLimit' | 'deviceReadonly' | 'limitCommands' | 'fixedEmail' | 'poiLayer' | 'attributes'
+  | 'deviceLimit' | 'userLimit' | 'deviceReadonly' | 'limitCommands' | 'fixedEmail' | 'poiLayer' | 'attributes' | 'createIncidents'
 >;
 export type UserChanges = Partial<Omit<UserRecord, 'id' | 'emailKey'>>;
 export type NewDevice = Optional<Omit<DeviceRecord, 'id'>, 'status' | 'lastUpdate' | 'disabled' | 'attributes' | 'settledUpTo' | 'pushSeq'>;

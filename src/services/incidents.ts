@@ -52,6 +52,19 @@ const CLOSED_DETAIL =
   'The incident is closed (or this request closes it) and the body has non-empty `resources`. ' +
   'To close it, send `resources: []` or omit `resources`; to assign callsigns, reopen it first with `status: "OPEN"`.';
 
+/**
+ * The detail of every 404 of an incident: one the caller has no permission on answers exactly as
+ * one that does not exist (issue 36, 2026-11-29), on every path that names one.
+ */
+export const NO_SUCH_INCIDENT = 'No such incident.';
+
+function createNotGranted(): Refused {
+  return new Refused(
+    'CREATE_INCIDENTS_NOT_GRANTED',
+    'This user may not create incidents, nor move one to another originId: an administrator grants it (`createIncidents` on the user).',
+  );
+}
+
 /** the ETag of an incident as stored: its id and version (domain IncidentTag) */
 export function etagOf(v: { incident: { id: number }; version: number }): string {
   return `"${v.incident.id}-${v.version}"`;
@@ -70,9 +83,12 @@ function refusalOnly(r: IncidentRefusal): Refused {
       return refuse.invalid(`resources[${r.error.index}] ${why}.`, [{ path: `/body/resources/${r.error.index}`, message: why }]);
     }
     case 'NOT_FOUND':
-      return refuse.notFound('No such incident.');
+      return refuse.notFound(NO_SUCH_INCIDENT);
     case 'FORBIDDEN':
-      return r.reason === 'readonly' ? refuse.readonly() : refuse.forbidden('You do not have permission on this incident.');
+      if (r.reason === 'readonly') return refuse.readonly();
+      if (r.reason === 'create-not-granted') return createNotGranted();
+      // only in an answer stored before 2026-11-29: an incident without permission is 404 now
+      return refuse.notFound(NO_SUCH_INCIDENT);
     case 'INCIDENT_CLOSED':
       return new Refused('INCIDENT_CLOSED', CLOSED_DETAIL);
     case 'ORIGIN_ID_TAKEN':
@@ -234,8 +250,8 @@ export class IncidentService {
   /** the incident and its version (GET /incidents/{id} and its ETag) */
   async read(caller: Caller, id: number): Promise<Versioned> {
     const result = await this.store.read(caller, id);
-    if (result === 'NOT_FOUND') throw refusalOf({ code: 'NOT_FOUND' });
-    if (result === 'FORBIDDEN') throw refusalOf({ code: 'FORBIDDEN', reason: 'no-permission' });
+    // one the caller has no permission on is answered as one that does not exist
+    if (result === 'NOT_FOUND' || result === 'FORBIDDEN') throw refusalOf({ code: 'NOT_FOUND' });
     return result;
   }
 

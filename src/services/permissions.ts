@@ -16,14 +16,21 @@ export class PermissionService {
     private readonly access: Access,
   ) {}
 
-  /** 404 for a missing user or object, then 403 for a readonly caller or unless the caller may make this link */
+  /**
+   * 404 for a missing user or object (an incident the caller has no permission on is missing to
+   * it: issue 36, 2026-11-29), then 403 for a readonly caller or unless the caller may make this link
+   */
   private async check(p: Principal, link: Link): Promise<void> {
     const { identity, access } = this;
     const me = p.user;
     const owner = await identity.userById(link.userId);
     if (!owner) throw refuse.notFound(`No user ${link.userId}.`);
     const exists =
-      link.kind === 'device' ? await identity.deviceById(link.id) : link.kind === 'managedUser' ? await identity.userById(link.id) : await this.incidents.exists(link.id);
+      link.kind === 'device'
+        ? await identity.deviceById(link.id)
+        : link.kind === 'managedUser'
+          ? await identity.userById(link.id)
+          : (await this.incidents.exists(link.id)) && (await access.reachesIncident(me, link.id));
     if (!exists) throw refuse.notFound(`No ${link.kind === 'managedUser' ? 'user' : link.kind} ${link.id}.`);
     requireWritable(p);
     if (me.administrator) return;

@@ -10,6 +10,7 @@ import type { Bus } from '../ports/bus.js';
 import type { Clock } from '../ports/clock.js';
 import type { IncidentStorePort } from '../ports/incidents.js';
 import type { ResponseStorePort } from '../ports/responses.js';
+import { NO_SUCH_INCIDENT } from './incidents.js';
 
 export class ResponseService {
   constructor(
@@ -32,8 +33,8 @@ export class ResponseService {
   /** who was alerted and what each answered, for a caller with permission on the incident */
   async responders(caller: Caller, incidentId: number): Promise<Responder[]> {
     const found = await this.incidents.get(caller, incidentId);
-    if (found === 'NOT_FOUND') throw refuse.notFound('No such incident.');
-    if (found === 'FORBIDDEN') throw refuse.forbidden('You do not have permission on this incident.');
+    // one the caller has no permission on is answered as one that does not exist (issue 36)
+    if (found === 'NOT_FOUND' || found === 'FORBIDDEN') throw refuse.notFound(NO_SUCH_INCIDENT);
     return this.store.responders(incidentId);
   }
 }

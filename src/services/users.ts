@@ -29,13 +29,18 @@ export interface UserFields {
   limitCommands?: boolean;
   fixedEmail?: boolean;
   poiLayer?: string | null;
+  createIncidents?: boolean;
   attributes?: Record<string, unknown>;
   id?: unknown;
 }
 
-/** settings only an administrator (or, except `administrator` and `userLimit`, a manager of the user) may change */
-const PRIVILEGED = ['administrator', 'readonly', 'disabled', 'expirationTime', 'deviceLimit', 'userLimit', 'deviceReadonly', 'limitCommands', 'fixedEmail'] as const;
-const MANAGER_MAY_NOT = new Set<string>(['administrator', 'userLimit']);
+/**
+ * settings only an administrator (or, except `administrator`, `userLimit` and `createIncidents`, a
+ * manager of the user) may change. `createIncidents` (issue 36): an originId is unique across the
+ * service, so whoever may create can take another tenant's; only an administrator says who may.
+ */
+const PRIVILEGED = ['administrator', 'readonly', 'disabled', 'expirationTime', 'deviceLimit', 'userLimit', 'deviceReadonly', 'limitCommands', 'fixedEmail', 'createIncidents'] as const;
+const MANAGER_MAY_NOT = new Set<string>(['administrator', 'userLimit', 'createIncidents']);
 
 // An email that only looks like another: invisible and format characters (U+200B, bidi
 // controls, soft hyphen, BOM), control characters, any space or separator, private-use,
@@ -127,6 +132,7 @@ export class UserService {
     if (body.administrator || (body.userLimit ?? 0) !== 0) {
       throw refuse.forbidden('Managers create ordinary users only (no administrator, userLimit 0).');
     }
+    if (body.createIncidents) throw refuse.forbidden('Only an administrator may change `createIncidents`.');
     if (creator.userLimit !== -1 && (await identity.managedUserIds(creator.id)).length >= creator.userLimit) {
       throw refuse.forbidden(`This manager's userLimit (${creator.userLimit}) is reached.`);
     }

@@ -178,14 +178,14 @@ t.test('update', async (t) => {
     t.equal((await send(app, w.cad, 'PUT', '/api/incidents/12345', incidentBody())).status, 404);
   });
 
-  t.test('when another user updates it, then 403 and nothing changes', async (t) => {
+  t.test('when another user updates it, then 404 (as for no incident: issue 36) and nothing changes', async (t) => {
     const { app } = await makeApp(t);
     const w = await world(app);
     const created = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
     const res = await send(app, w.other, 'PUT', `/api/incidents/${created.body.incident.id}`, incidentBody({ resources: [] }));
-    t.equal(res.status, 403);
-    t.equal((await send(app, w.other, 'GET', `/api/incidents/${created.body.incident.id}`)).status, 403);
-    t.equal((await send(app, w.other, 'DELETE', `/api/incidents/${created.body.incident.id}`)).status, 403);
+    t.equal(res.status, 404);
+    t.equal((await send(app, w.other, 'GET', `/api/incidents/${created.body.incident.id}`)).status, 404);
+    t.equal((await send(app, w.other, 'DELETE', `/api/incidents/${created.body.incident.id}`)).status, 404);
     t.equal((await events(app)).length, 1);
   });
 
@@ -334,7 +334,7 @@ t.test('list', async (t) => {
     t.equal((await send(app, adminAuth(), 'POST', '/api/permissions', { userId: w.otherId, incidentId: created.body.id })).status, 204);
     t.equal((await send(app, w.other, 'GET', `/api/incidents/${created.body.id}`)).status, 200);
     t.equal((await send(app, adminAuth(), 'DELETE', '/api/permissions', { userId: w.otherId, incidentId: created.body.id })).status, 204);
-    t.equal((await send(app, w.other, 'GET', `/api/incidents/${created.body.id}`)).status, 403);
+    t.equal((await send(app, w.other, 'GET', `/api/incidents/${created.body.id}`)).status, 404);
   });
 });
 

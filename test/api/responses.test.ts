@@ -193,11 +193,11 @@ t.test('when an incident is deleted, then its answers are refused cancelled and 
   t.same(await responseEvents(s), [[s.w.e1a, 'ACKNOWLEDGED']]);
 });
 
-t.test('when a user cannot see the incident, then its responders are 403 (404 when it does not exist), and its events stay hidden', async (t) => {
+t.test('when a user cannot see the incident, then its responders are 404, as when it does not exist, and its events stay hidden', async (t) => {
   const s = await setup(t);
   await answer(s.app, s.tokens.e1a, s.incidentId, 'RESPONDING');
   const other = await responders(s, s.w.other);
-  t.equal(other.status, 403);
+  t.equal(other.status, 404);
   t.equal((await send(s.app, s.w.cad, 'GET', '/api/incidents/999999/responders')).status, 404);
   t.same(await events(s.app, '?type=incidentResponse', s.w.other), [], 'the other user reaches none of the devices');
   t.equal((await events(s.app, '?type=incidentResponse', s.w.cad)).length, 1);

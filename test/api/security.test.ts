@@ -220,7 +220,7 @@ t.test('isolation between users', async (t) => {
     t.equal(bEventsBefore.length, 1, 'B\'s own E1 was alerted');
 
     // reading
-    t.equal((await send(app, w.cad, 'GET', `/api/incidents/${id}`)).status, 403, 'GET /incidents/{id} is 403');
+    t.equal((await send(app, w.cad, 'GET', `/api/incidents/${id}`)).status, 404, 'GET /incidents/{id} is 404, as for no incident');
     t.same((await send(app, w.cad, 'GET', '/api/incidents')).body, [], 'not in GET /incidents');
     t.same((await send(app, w.cad, 'GET', '/api/incidents?all=true')).body, [], 'not in GET /incidents?all=true');
     t.same((await send(app, w.cad, 'GET', '/api/incidents?originId=B-1&all=true')).body, [], 'not found by originId');
@@ -236,13 +236,13 @@ t.test('isolation between users', async (t) => {
     t.equal((await send(app, w.cad, 'GET', `/api/users/${w.otherId}`)).status, 403, 'B is not visible');
 
     // changing and deleting
-    t.equal((await send(app, w.cad, 'PUT', `/api/incidents/${id}`, incidentBody({ originId: 'B-1', resources: [] }))).status, 403, 'PUT /incidents/{id} is 403');
-    t.equal((await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'B-1', status: 'CLOSED' }))).status, 403, 'PUT /incidents/update is 403');
-    t.equal((await send(app, w.cad, 'DELETE', `/api/incidents/${id}`)).status, 403, 'DELETE is 403');
+    t.equal((await send(app, w.cad, 'PUT', `/api/incidents/${id}`, incidentBody({ originId: 'B-1', resources: [] }))).status, 404, 'PUT /incidents/{id} is 404');
+    t.equal((await send(app, w.cad, 'PUT', '/api/incidents/update', incidentBody({ originId: 'B-1', status: 'CLOSED' }))).status, 404, 'PUT /incidents/update is 404');
+    t.equal((await send(app, w.cad, 'DELETE', `/api/incidents/${id}`)).status, 404, 'DELETE is 404');
     t.equal((await send(app, w.cad, 'PUT', `/api/devices/${onlyB}`, { name: 'MINE', uniqueId: 'b9-only' })).status, 403, 'PUT /devices/{id} is 403');
     t.equal((await send(app, w.cad, 'DELETE', `/api/devices/${onlyB}`)).status, 403, 'DELETE /devices/{id} is 403');
     t.equal((await app.inject({ method: 'POST', url: `/api/devices/${onlyB}/token`, headers: { authorization: w.cad } })).statusCode, 403, 'no push token for B\'s device');
-    t.equal((await send(app, w.cad, 'POST', '/api/permissions', { userId: w.cadId, incidentId: id })).status, 403, 'A cannot link itself to B\'s incident');
+    t.equal((await send(app, w.cad, 'POST', '/api/permissions', { userId: w.cadId, incidentId: id })).status, 404, 'A cannot link itself to B\'s incident (404, as for no incident)');
     t.equal((await send(app, w.cad, 'POST', '/api/permissions', { userId: w.cadId, deviceId: onlyB })).status, 403, 'nor to B\'s device');
     const clash = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'B-1' }));
     t.equal(clash.status, 409, 'B\'s originId is taken');

@@ -56,7 +56,7 @@ t.test('when 20 user sockets read nothing and a device sends garbage while incid
   const admin = basicOf(PROCESS_ADMIN.email, PROCESS_ADMIN.password);
   // the CAD integration user owns the devices; the sockets are two administrators' (10 each,
   // USER_SOCKETS_MAX), so that every event of the flow is sent on every socket
-  await ok(server, 'POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password', deviceLimit: -1 });
+  await ok(server, 'POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password', deviceLimit: -1, createIncidents: true });
   await ok(server, 'POST', '/users', admin, { name: 'Chief', email: 'chief@example.test', password: 'chief-password', administrator: true });
   const cad = basicOf('cad@example.test', 'cad-password');
   const chief = basicOf('chief@example.test', 'chief-password');

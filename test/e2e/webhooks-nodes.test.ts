@@ -28,7 +28,7 @@ t.test('when two nodes send one webhook’s deliveries, then each arrives once, 
   const url = await freshDatabase(t);
   const a = await startServer(t, { ...env, DATABASE_URL: url, NODE_ID: 'node-a' });
   const b = await startServer(t, { ...env, DATABASE_URL: url, NODE_ID: 'node-b' });
-  await a.api('POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1' });
+  await a.api('POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1', createIncidents: true });
   const hook = await a.api('POST', '/webhooks', cad, { url: `${base}/hook`, events: ['incident.closed'] });
   t.equal(hook.status, 200);
   await fetch(`${base}/control/secrets`, { method: 'PUT', body: JSON.stringify([hook.body.secret]) });

@@ -66,7 +66,7 @@ const cad = basicOf('cad@example.test', 'cad-password-1');
 
 /** a CAD user reaching device E1, and a webhook of that user to the receiver */
 async function setUp(server: ServerProcess, r: Receiver, events: string[]) {
-  const user = await server.api('POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1' });
+  const user = await server.api('POST', '/users', admin, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1', createIncidents: true });
   const device = await server.api('POST', '/devices', admin, { name: 'E1', uniqueId: 'e1' });
   await server.api('POST', '/permissions', admin, { userId: user.body.id, deviceId: device.body.id });
   const hook = await server.api('POST', '/webhooks', cad, { url: r.url, events });

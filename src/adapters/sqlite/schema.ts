@@ -30,6 +30,12 @@ export const users = sqliteTable(
     fixedEmail: bool('fixed_email'),
     poiLayer: text('poi_layer'),
     attributes: text('attributes').notNull().default('{}'),
+    /**
+     * may create incidents (and move one to another originId): originIds are unique across the
+     * service, so whoever creates can block another tenant's; only an administrator grants it
+     * (issue 36, 2026-11-29). Administrators create whatever it says.
+     */
+    createIncidents: bool('create_incidents'),
   },
   (t) => [uniqueIndex('users_email_key').on(t.emailKey)],
 );

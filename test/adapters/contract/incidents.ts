@@ -337,7 +337,8 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       ];
       t.same(
         refusals.map((o) => (o.ok ? 'ok' : o.refusal.code)),
-        ['FORBIDDEN', 'FORBIDDEN', 'NOT_FOUND', 'FORBIDDEN', 'NOT_FOUND', 'INCIDENT_CLOSED'],
+        // a change to an incident the caller has no permission on is NOT_FOUND, as one that does not exist (issue 36)
+        ['FORBIDDEN', 'NOT_FOUND', 'NOT_FOUND', 'NOT_FOUND', 'NOT_FOUND', 'INCIDENT_CLOSED'],
       );
       // a decision that would have written, refused after the match
       const would: Decide = (current, match) => {

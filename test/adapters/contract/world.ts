@@ -63,7 +63,8 @@ export class World {
 
   async user(name: string, values: Partial<NewUser> = {}): Promise<UserRecord> {
     this.users += 1;
-    return await this.identity.insertUser({ name, email: `${name.toLowerCase()}-${this.users}@example.test`, passwordHash: 'not-a-hash', ...values });
+    // may create incidents unless told otherwise, as every user could before 2026-11-29 (issue 36)
+    return await this.identity.insertUser({ name, email: `${name.toLowerCase()}-${this.users}@example.test`, passwordHash: 'not-a-hash', createIncidents: true, ...values });
   }
 
   admin(name = 'Admin'): Promise<UserRecord> {

@@ -4,8 +4,11 @@
 // nodes start together; the hand-written triggers (0001) do what SQLite's do.
 import t, { type Test } from 'tap';
 import pg from 'pg';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import { migrate } from 'drizzle-orm/node-postgres/migrator';
 import { eq, sql } from 'drizzle-orm';
 import { getTableConfig as sqliteConfig, SQLiteTable, type SQLiteColumn } from 'drizzle-orm/sqlite-core';
 import { getTableConfig as pgConfig, PgTable, type PgColumn } from 'drizzle-orm/pg-core';
@@ -34,6 +37,7 @@ type PgTableConfig = ReturnType<typeof pgConfig>;
 const sqliteTables = (Object.values(sqliteSchema) as unknown[]).filter((v): v is SQLiteTable => v instanceof SQLiteTable).map((x) => sqliteConfig(x));
 const pgTables = (Object.values(pgSchema) as unknown[]).filter((v): v is PgTable => v instanceof PgTable).map((x) => pgConfig(x));
 const journal = JSON.parse(readFileSync(join(pgMigrationsPath, 'meta', '_journal.json'), 'utf8')) as { entries: { tag: string }[] };
+const journalText = readFileSync(join(pgMigrationsPath, 'meta', '_journal.json'), 'utf8');
 
 const enumOf = (c: SQLiteColumn | PgColumn) => (c as { enumValues?: string[] }).enumValues;
 const names = (cols: { name: string }[]) => cols.map((c) => c.name);
@@ -354,4 +358,47 @@ t.test('when a device connects to another node, then its session moves there wit
   await db.delete(pgSchema.nodes).where(eq(pgSchema.nodes.nodeId, 'b'));
   const left = await db.select().from(pgSchema.deviceSessions);
   t.same(left, [], 'deleting node b deleted its sessions');
+});
+
+t.test('when a database from before 0007 holds users, then those who created incidents may still create them, and nobody else may (issue 36)', { skip: pgSkip }, async (t) => {
+  const url = await freshDatabase(t);
+  // the first migrations only, from a copy of the folder whose journal ends before 0007
+  const dir = mkdtempSync(join(tmpdir(), 'cad-pg-migrate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const older = join(dir, 'migrations');
+  cpSync(pgMigrationsPath, older, { recursive: true });
+  const full = JSON.parse(journalText) as { entries: { tag: string }[] };
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...full, entries: full.entries.slice(0, full.entries.findIndex((e) => e.tag.startsWith('0007_'))) }));
+  const before = new pg.Client({ connectionString: url });
+  await before.connect();
+  await migrate(drizzle(before), { migrationsFolder: older });
+  const one = async (q: string, params: unknown[]) => Number((await before.query<{ id: string }>(q, params)).rows[0]!.id);
+  const user = (name: string, administrator = false) =>
+    one(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ($1, $2, $2, 'h', $3) RETURNING id`, [name, `${name}@x.test`, administrator]);
+  const incident = (originId: string) =>
+    one(`INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES ($1, 'FIRE', 'OPEN', 0, 0, 0, '2026-11-01T00:00:00.000Z') RETURNING id`, [originId]);
+  const link = (userId: number, incidentId: number) => before.query(`INSERT INTO user_incidents (user_id, incident_id) VALUES ($1, $2)`, [userId, incidentId]);
+  const admin = await user('admin', true);
+  const cad = await user('cad');
+  const second = await user('second');
+  const idle = await user('idle');
+  await link(cad, await incident('CAD-1'));
+  await link(cad, await incident('CAD-2'));
+  await link(second, await incident('SECOND-1'));
+  await before.end();
+
+  const db = await migrated(t, url);
+  const rows = await db.$client.query<{ id: string; c: boolean }>('SELECT id, create_incidents AS c FROM users ORDER BY id');
+  t.same(
+    rows.rows.map((r) => [Number(r.id), r.c]),
+    [
+      [admin, false],
+      [cad, true],
+      [second, true],
+      [idle, false],
+    ],
+    'granted to the two creators only (an administrator creates whatever it says)',
+  );
+  const later = await db.$client.query<{ c: boolean }>(`INSERT INTO users (name, email, email_key, password_hash) VALUES ('New', 'new@x.test', 'new@x.test', 'h') RETURNING create_incidents AS c`);
+  t.equal(later.rows[0]!.c, false, 'a user made after it is without it');
 });

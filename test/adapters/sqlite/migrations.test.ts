@@ -345,3 +345,39 @@ t.test('when a device\'s floor from before 0014 is above its own last event (rai
   const pending = new PushStore(db).pendingAfter(a, 0, 10);
   t.same(pending.map((r) => r.pushId), [last + 1], 'the new push is read, with a pushId above the floor');
 });
+
+t.test('when a database from before 0019 holds users, then those who created incidents may still create them, and nobody else may (issue 36)', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0019_')));
+  const user = (name: string, administrator = 0) =>
+    Number(sqlite.prepare(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES (?, ?, ?, 'h', ?)`).run(name, `${name}@x.test`, `${name}@x.test`, administrator).lastInsertRowid);
+  const incident = (originId: string) =>
+    Number(
+      sqlite
+        .prepare(`INSERT INTO incidents (origin_id, type, status, latitude, longitude, priority, stored_at) VALUES (?, 'FIRE', 'OPEN', 0, 0, 0, '2026-11-01T00:00:00.000Z')`)
+        .run(originId).lastInsertRowid,
+    );
+  const link = (userId: number, incidentId: number) => sqlite.prepare(`INSERT INTO user_incidents (user_id, incident_id) VALUES (?, ?)`).run(userId, incidentId);
+  const admin = user('admin', 1);
+  const cad = user('cad');
+  const second = user('second');
+  const idle = user('idle');
+  const manager = user('manager');
+  sqlite.prepare(`INSERT INTO user_users (user_id, managed_user_id) VALUES (?, ?)`).run(manager, idle);
+  link(cad, incident('CAD-1'));
+  link(cad, incident('CAD-2'));
+  link(second, incident('SECOND-1'));
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const rows = db.$client.prepare('SELECT id, create_incidents AS c FROM users ORDER BY id').all();
+  t.same(rows, [
+    { id: admin, c: 0 },
+    { id: cad, c: 1 },
+    { id: second, c: 1 },
+    { id: idle, c: 0 },
+    { id: manager, c: 0 },
+  ], 'granted to the two creators only (an administrator creates whatever it says)');
+  const later = new IdentityStore(db).insertUser({ name: 'New', email: 'new@x.test', passwordHash: 'h' });
+  t.equal(later.createIncidents, false, 'a user made after it is without it');
+});

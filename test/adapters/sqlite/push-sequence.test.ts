@@ -16,7 +16,7 @@ function world(t: Test) {
   const identity = new IdentityStore(db);
   const incidents = new IncidentStore(db, { online: new Set<number>() });
   const pushes = new PushStore(db);
-  const cad: UserRecord = identity.insertUser({ name: 'CAD', email: 'cad@example.test', passwordHash: 'x' });
+  const cad: UserRecord = identity.insertUser({ name: 'CAD', email: 'cad@example.test', passwordHash: 'x', createIncidents: true });
   let devices = 0;
   const device = (name: string) => {
     devices++;

@@ -5,8 +5,8 @@ import { decideCreate, decideDelete, decideUpdate, type Caller, type CurrentInci
 import { REFUSAL_CODES, Refused, refuse } from '../../../src/domain/refusal.js';
 
 const NOW = '2026-11-22T12:00:00.000Z';
-const cad: Caller = { id: 2, administrator: false, readonly: false };
-const viewer: Caller = { id: 3, administrator: false, readonly: true };
+const cad: Caller = { id: 2, administrator: false, readonly: false, createIncidents: true };
+const viewer: Caller = { id: 3, administrator: false, readonly: true, createIncidents: true };
 const match: MatchContext = { matches: new Map([['e1', [1]]]), online: new Set([1]) };
 const incident: Incident = {
   id: 7, originId: 'CAD-7', type: 'FIRE', timeOfOrigin: null, timeReceived: null, timeUpdated: null, status: 'OPEN',
@@ -24,10 +24,10 @@ t.test('when creating, then a readonly caller is refused before an originId in u
   t.same(decideCreate(cad, { ...createBody, resources: [' '] }, NOW)(null, match), { ok: false, refusal: { code: 'INVALID_CALLSIGN', error: { code: 'INVALID_CALLSIGN', index: 0, reason: 'empty' } } });
 });
 
-t.test('when updating, then 404, then 403 without permission, then 403 readonly, then the plan', async (t) => {
+t.test('when updating, then 404, also without permission (issue 36), then 403 readonly, then the plan', async (t) => {
   const body = { originId: 'CAD-7', type: 'FIRE', resources: [] };
   t.same(decideUpdate(viewer, body, NOW)(null, match), { ok: false, refusal: { code: 'NOT_FOUND' } });
-  t.same(decideUpdate(viewer, body, NOW)(current(false), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } });
+  t.same(decideUpdate(viewer, body, NOW)(current(false), match), { ok: false, refusal: { code: 'NOT_FOUND' } });
   t.same(decideUpdate(viewer, body, NOW)(current(true), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } });
   const d = decideUpdate(cad, body, NOW)(current(true), match);
   t.ok(d.ok && d.write === 'update' && d.plan.events.length === 1 && d.plan.events[0]!.type === 'incidentDeassigned', 'E1 stood down');
@@ -37,9 +37,9 @@ t.test('when updating, then 404, then 403 without permission, then 403 readonly,
   });
 });
 
-t.test('when deleting, then 404, then 403, then every assigned device stood down', async (t) => {
+t.test('when deleting, then 404, also without permission (issue 36), then 403, then every assigned device stood down', async (t) => {
   t.same(decideDelete(cad)(null, match), { ok: false, refusal: { code: 'NOT_FOUND' } });
-  t.same(decideDelete(cad)(current(false), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } });
+  t.same(decideDelete(cad)(current(false), match), { ok: false, refusal: { code: 'NOT_FOUND' } });
   t.same(decideDelete(viewer)(current(true), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } });
   const d = decideDelete(cad)(current(true), match);
   t.ok(d.ok && d.write === 'delete', 'a deletion');
@@ -55,4 +55,24 @@ t.test('when a service refuses, then the refusal carries its code, detail and fi
   t.same([refuse.forbidden('no').code, refuse.readonly().code, refuse.notFound('none').code], ['FORBIDDEN', 'READONLY', 'NOT_FOUND']);
   t.same(new Refused('EMAIL_TAKEN', 'taken').extra, {});
   t.ok(REFUSAL_CODES.includes('LAST_ADMINISTRATOR'));
+});
+
+t.test('when a caller not granted createIncidents creates, then 403 create-not-granted, before the originId is looked at (issue 36)', async (t) => {
+  const tenant: Caller = { ...cad, createIncidents: false };
+  t.same(decideCreate(tenant, createBody, NOW)(null, match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'create-not-granted' } });
+  t.same(decideCreate(tenant, createBody, NOW)(current(false), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'create-not-granted' } }, 'not 409: an originId in use is not told');
+  t.same(decideCreate({ ...viewer, createIncidents: false }, createBody, NOW)(null, match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } }, 'readonly first');
+  const d = decideCreate({ id: 1, administrator: true, readonly: false, createIncidents: false }, createBody, NOW)(null, match);
+  t.ok(d.ok && d.write === 'insert', 'an administrator creates whatever createIncidents says');
+});
+
+t.test('when a caller not granted createIncidents moves an incident to another originId, then 403; keeping it is an update (issue 36)', async (t) => {
+  const tenant: Caller = { ...cad, createIncidents: false };
+  const body = { originId: 'CAD-7', type: 'FIRE', resources: [] };
+  t.same(decideUpdate(tenant, { ...body, originId: 'CAD-SQUAT' }, NOW)(current(true), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'create-not-granted' } });
+  t.same(decideUpdate(tenant, { ...body, originId: 'CAD-SQUAT' }, NOW)(current(false), match), { ok: false, refusal: { code: 'NOT_FOUND' } }, '404 first');
+  const d = decideUpdate(tenant, body, NOW)(current(true), match);
+  t.ok(d.ok && d.write === 'update', 'the same originId: an update');
+  const moved = decideUpdate(cad, { ...body, originId: 'CAD-8' }, NOW)(current(true), match);
+  t.ok(moved.ok && moved.write === 'update' && moved.plan.incident.originId === 'CAD-8', 'granted: moved');
 });

@@ -4,8 +4,8 @@ import t from 'tap';
 import { decideDelete, decideUpdate, preconditionHolds, type Caller, type CurrentIncident, type Incident, type MatchContext } from '../../../src/domain/incident.js';
 
 const NOW = '2026-11-22T12:00:00.000Z';
-const cad: Caller = { id: 2, administrator: false, readonly: false };
-const viewer: Caller = { id: 3, administrator: false, readonly: true };
+const cad: Caller = { id: 2, administrator: false, readonly: false, createIncidents: true };
+const viewer: Caller = { id: 3, administrator: false, readonly: true, createIncidents: true };
 const match: MatchContext = { matches: new Map([['e1', [1]]]), online: new Set([1]) };
 const incident: Incident = {
   id: 7, originId: 'CAD-7', type: 'FIRE', timeOfOrigin: null, timeReceived: null, timeUpdated: null, status: 'OPEN',
@@ -40,7 +40,7 @@ t.test('when an update’s If-Match fails, then the decision is 412 with the inc
 t.test('when a precondition fails, then 404 and 403 still come first, and a 409 of the body comes after it', async (t) => {
   const stale = [{ id: 7, version: 1 }];
   t.same(decideUpdate(cad, body, NOW, stale)(null, match), { ok: false, refusal: { code: 'NOT_FOUND' } }, 'no incident: 404, not 412');
-  t.same(decideUpdate(cad, body, NOW, stale)(current(2, false), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'no-permission' } }, 'no permission: 403, the incident is not shown');
+  t.same(decideUpdate(cad, body, NOW, stale)(current(2, false), match), { ok: false, refusal: { code: 'NOT_FOUND' } }, 'no permission: 404 as for no incident (issue 36), the incident is not shown');
   t.same(decideUpdate(viewer, body, NOW, stale)(current(2), match), { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } });
   const closing = { ...body, status: 'CLOSED' as const };
   t.match(decideUpdate(cad, closing, NOW, stale)(current(2), match), { ok: false, refusal: { code: 'PRECONDITION_FAILED' } }, 'a stale close with callsigns: 412, not 409');
