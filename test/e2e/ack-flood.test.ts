@@ -4,6 +4,7 @@
 // flood of frames of any kind closes the socket (4003), while a device that acks every push of
 // its backlog is never closed. A real listening server and real sockets, on SQLite, and on
 // PostgreSQL with TEST_ADAPTER=postgres (makeApp picks the adapter).
+import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
 import { createDevice, grant } from '../fixtures/app.js';
@@ -146,4 +147,20 @@ t.test('when a device repeats an ack it already sent, then nothing is written ag
   c.ack(pushId);
   t.equal(await closeCode(c), INVALID_FRAMES, 'one more: closed with 4003');
   t.equal(writes.get(w.a7), 1);
+});
+
+t.test('when a device sends valid response frames one after the other without end, then past 60 a minute its socket is closed with 4003', async (t) => {
+  const s = await listen(t);
+  const w = await world(s.app);
+  const created = await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: ['A7'] }));
+  const c = await connect(t, `${s.ws}/api/socket/device?token=${await deviceToken(s.app, w.a7)}`);
+  await until('the push', () => c.frames.length === 1);
+  const results = () => (c.frames as unknown as { type: string }[]).filter((f) => f.type === 'responseResult').length;
+  // one answer waiting at a time: never more than ANSWERS_QUEUED, so no frame is invalid
+  for (let i = 0; i < 100 && c.closed === null; i++) {
+    c.socket.send(JSON.stringify({ type: 'response', responseId: randomUUID(), incidentId: (created.body.incident ?? created.body).id, status: 'ACKNOWLEDGED' }));
+    await until('its result, or the close', () => results() > i || c.closed);
+  }
+  t.equal(await closeCode(c), INVALID_FRAMES, 'closed with 4003');
+  t.equal(results(), 60, 'the 60 answers within the budget were decided, the next was not');
 });
