@@ -17,6 +17,10 @@
 //    it, so a device that stops reading keeps its pushes PENDING until it reconnects;
 //  - INVALID_FRAMES_MAX invalid frames per minute (else 4003), error replies only while the
 //    send buffer is small, one warning when a socket is closed for it;
+//  - acks (domain/ack.ts): one ack write in flight per device socket, later acks merged into the
+//    next (the highest wins); an ack that moves nothing writes nothing. Every device frame but an
+//    ack that moves the position (at most one per push sent) counts against IDLE_FRAMES_MAX a
+//    minute (else 4003): a flood of valid frames is bounded as invalid ones are (issue 36);
 //  - responders' answers (`response` frames, DESIGN section 10) are decided one after the other
 //    per socket, in the order they arrive, at most ANSWERS_QUEUED waiting: one more is an
 //    invalid frame;
@@ -33,6 +37,7 @@ import type { Presence } from '../ports/presence.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { PushHub } from './hub.js';
 import { responseFrame, type ResponseInput, type ResponseResult } from '../domain/response.js';
+import { SocketAcks } from '../domain/ack.js';
 
 /** decides a device's answer (services/responses.ts, handed in by app.ts) */
 export type AnswerDecider = (deviceId: number, input: ResponseInput) => Promise<ResponseResult>;
@@ -68,7 +73,7 @@ export const CLOSE = {
   replaced: 4000,
   /** the credential that opened the socket no longer stands */
   revoked: 4001,
-  /** more than INVALID_FRAMES_MAX invalid frames within a minute */
+  /** more than INVALID_FRAMES_MAX invalid frames, or IDLE_FRAMES_MAX frames that moved no ack, within a minute */
   invalidFrames: 4003,
   /** more than SEND_BUFFER_MAX waiting to be sent: the client does not read */
   sendBufferFull: 4008,
@@ -98,6 +103,11 @@ const PUSH_PAUSE = 256 * 1024;
 /** an error reply is sent only while less than this waits */
 const ERROR_REPLY_MAX = 16 * 1024;
 export const INVALID_FRAMES_MAX = 10;
+/**
+ * Frames of a device socket a minute that are not an ack moving its position within the pushes
+ * sent: stale or repeated acks, responses, invalid frames (issue 36, 2026-11-29).
+ */
+export const IDLE_FRAMES_MAX = 60;
 /** answers of one socket waiting to be decided (one in flight, the rest behind it) */
 export const ANSWERS_QUEUED = 16;
 const INVALID_FRAMES_WINDOW_MS = 60_000;
@@ -129,8 +139,8 @@ interface Conn {
   missedPongs: number;
   /** when the credential runs out by itself (ms since the epoch; Infinity: never) */
   until: number;
-  badFrames: number;
-  badSince: number;
+  /** invalid frames within the current minute */
+  bad: FrameBudget;
   /** closed by the hub (a close frame may still be on its way): nothing more is read or sent */
   ended: boolean;
 }
@@ -140,8 +150,10 @@ interface DeviceConn extends Conn {
   check: DeviceCredential;
   /** highest pushId (the device's sequence) sent on this socket */
   cursor: number;
-  /** highest pushId the device acknowledged on this socket */
-  acked: number;
+  /** the acks of this socket: what was sent, stored, in flight, waiting */
+  acks: SocketAcks;
+  /** frames that did no useful work within the current minute (IDLE_FRAMES_MAX) */
+  idle: FrameBudget;
   /** when presence (status, lastUpdate) was last queued for the database (ms) */
   presenceAt: number;
   flushScheduled: boolean;
@@ -168,6 +180,21 @@ interface UserGroup {
 }
 
 type Checked<T> = T | null | 'failed';
+
+/** frames counted in a window of INVALID_FRAMES_WINDOW_MS from `since` */
+interface FrameBudget {
+  count: number;
+  since: number;
+}
+
+/** counts one frame; true when it is one over `max` within the window */
+function overBudget(budget: FrameBudget, max: number, now: number): boolean {
+  if (now - budget.since >= INVALID_FRAMES_WINDOW_MS) {
+    budget.since = now;
+    budget.count = 0;
+  }
+  return ++budget.count > max;
+}
 
 export class DeviceHub implements PushHub {
   private readonly conns = new Map<number, DeviceConn>();
@@ -237,7 +264,7 @@ export class DeviceHub implements PushHub {
   }
 
   private conn<T extends { until: number }>(ws: WebSocket, extra: T): Conn & T {
-    return { ws, missedPongs: 0, badFrames: 0, badSince: 0, ended: false, ...extra };
+    return { ws, missedPongs: 0, bad: { count: 0, since: 0 }, ended: false, ...extra };
   }
 
   /** check(), or 'failed' when it threw: logged at most every 10 s, checked again at the next pass */
@@ -320,7 +347,8 @@ export class DeviceHub implements PushHub {
       check,
       until,
       cursor: 0,
-      acked: 0,
+      acks: new SocketAcks(),
+      idle: { count: 0, since: 0 },
       presenceAt: Date.now(),
       flushScheduled: false,
       flushing: false,
@@ -410,15 +438,35 @@ export class DeviceHub implements PushHub {
 
   /** Counts an invalid frame; true when it was one too many and the socket is closed. */
   private invalidFrame(conn: DeviceConn | UserConn, who: object): boolean {
-    const now = Date.now();
-    if (now - conn.badSince >= INVALID_FRAMES_WINDOW_MS) {
-      conn.badSince = now;
-      conn.badFrames = 0;
-    }
-    if (++conn.badFrames <= INVALID_FRAMES_MAX) return false;
+    if ('deviceId' in conn && this.idleFrame(conn)) return true;
+    if (!overBudget(conn.bad, INVALID_FRAMES_MAX, Date.now())) return false;
     this.log.warn({ ...who, max: INVALID_FRAMES_MAX }, 'socket closed: too many invalid frames');
     this.end(conn, CLOSE.invalidFrames, 'too many invalid frames');
     return true;
+  }
+
+  /** Counts a device frame that did no useful work; true when it was one too many and the socket is closed. */
+  private idleFrame(conn: DeviceConn): boolean {
+    if (!overBudget(conn.idle, IDLE_FRAMES_MAX, Date.now())) return false;
+    this.log.warn({ deviceId: conn.deviceId, max: IDLE_FRAMES_MAX }, 'socket closed: too many frames besides acks of new pushes');
+    this.end(conn, CLOSE.invalidFrames, 'too many frames besides acks of new pushes');
+    return true;
+  }
+
+  /**
+   * Writes an ack (the only one of this socket in flight), then the acks merged meanwhile, if
+   * any: one write for all of them. Ends even when the socket has: what the device acknowledged
+   * is stored, once.
+   */
+  private writeAck(conn: DeviceConn, upTo: number): void {
+    void this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now())).then((n) => {
+      if (n !== undefined && n > 0) {
+        this.metrics.pushes('delivered', n);
+        this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
+      }
+      const next = conn.acks.settled(n !== undefined);
+      if (next !== null) this.writeAck(conn, next);
+    });
   }
 
   private onDeviceMessage(conn: DeviceConn, text: string | null): void {
@@ -431,17 +479,15 @@ export class DeviceHub implements PushHub {
     }
     const m = msg as { type?: unknown; pushId?: unknown } | null;
     if (m && m.type === 'ack' && Number.isSafeInteger(m.pushId) && (m.pushId as number) > 0) {
-      const upTo = m.pushId as number;
-      void this.stored('ack', () => this.store.ack(conn.deviceId, upTo, this.now())).then((n) => {
-        if (n !== undefined && upTo > conn.acked) conn.acked = Math.min(upTo, conn.cursor);
-        if (n !== undefined && n > 0) this.metrics.pushes('delivered', n);
-        if (n !== undefined && n > 0) this.log.debug({ deviceId: conn.deviceId, upTo, delivered: n }, 'pushes acknowledged');
-      });
+      const { write, charged } = conn.acks.offer(m.pushId as number);
+      if (write !== null) this.writeAck(conn, write);
+      if (charged) this.idleFrame(conn);
       return;
     }
     if (m && m.type === 'response') {
       const input = this.answer ? responseFrame(m) : null;
       if (input && conn.answersWaiting < ANSWERS_QUEUED) {
+        if (this.idleFrame(conn)) return;
         this.queueAnswer(conn, input);
         return;
       }
@@ -552,6 +598,7 @@ export class DeviceHub implements PushHub {
         if (conn.ws.bufferedAmount >= PUSH_PAUSE) break;
         conn.ws.send(this.frame(row));
         conn.cursor = row.pushId;
+        conn.acks.sent(row.pushId);
         sent.push(row.eventId);
         if (this.committedAt.size > 0) this.sentAfterCommit(row.eventId);
       }
@@ -818,7 +865,7 @@ export class DeviceHub implements PushHub {
       const now = this.clock.now().getTime();
       for (const conn of [...this.conns.values()]) {
         if (this.overBound(conn, { deviceId: conn.deviceId })) continue;
-        if (conn.cursor === 0 || conn.acked >= conn.cursor) continue; // nothing sent, or all of it acknowledged
+        if (conn.cursor === 0 || conn.acks.acked >= conn.cursor) continue; // nothing sent, or all of it acknowledged
         const oldest = await this.stored('resend', () => this.store.oldestUnacked(conn.deviceId, conn.cursor));
         if (!oldest || oldest.lastSentAt === null || !this.live(conn)) continue;
         if (now - Date.parse(oldest.lastSentAt) >= this.opts.ackTimeoutMs) {
