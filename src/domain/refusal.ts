@@ -16,6 +16,7 @@ export const REFUSAL_CODES = [
   'IDEMPOTENCY_KEY_IN_USE', // 409: a request with this Idempotency-Key is still being processed
   'PRECONDITION_FAILED', // 412: If-Match names no tag of the incident as stored
   'IDEMPOTENCY_KEY_REUSED', // 422: this Idempotency-Key was used with another request
+  'IDEMPOTENCY_KEYS_EXHAUSTED', // 429: the user holds as many Idempotency-Keys as are kept
 ] as const;
 
 export type RefusalCode = (typeof REFUSAL_CODES)[number];

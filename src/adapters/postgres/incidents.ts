@@ -71,6 +71,7 @@ import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { writeWebhookDeliveries } from './webhooks.js';
+import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
 
 /** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
 function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
@@ -130,14 +131,34 @@ const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
 // The Idempotency-Key, claimed first in the unit of work: inserted, or taken over when past its
 // retention (created at or before $5). A unit of work with the same key that has not ended holds the row: this one
 // waits for it, then finds the key taken (no row returned) and reads its answer.
-const KEY_CLAIM = `INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
-  ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
-    WHERE idempotency_keys.created_at <= $5
-  RETURNING 1`;
+// With it, whether the row is new (xmax 0: inserted, not taken over) and the keys the user held
+// as this transaction began (the early refusal; the exact count is taken by KEY_COUNTED).
+const KEY_CLAIM = `WITH claimed AS (
+    INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
+    ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
+      WHERE idempotency_keys.created_at <= $5
+    RETURNING xmax = 0 AS fresh
+  )
+  SELECT fresh, coalesce((SELECT keys FROM idempotency_key_counts WHERE user_id = $1), 0) AS held FROM claimed`;
+// A new key counted, last in its unit of work, unless the user already holds $2: no row then. The
+// row stays locked until the COMMIT; a concurrent write of the user waits here and counts anew.
+const KEY_COUNTED = `INSERT INTO idempotency_key_counts AS k (user_id, keys) VALUES ($1, 1)
+  ON CONFLICT (user_id) DO UPDATE SET keys = k.keys + 1 WHERE k.keys < $2
+  RETURNING keys`;
 const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
 const KEY_STORE = `UPDATE idempotency_keys SET answer = $3 WHERE user_id = $1 AND key = $2`;
-const KEY_SWEEP = `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
-    SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`;
+// the keys' counts lowered with them; created_at checked again on the row deleted, so a key
+// taken over meanwhile (KEY_CLAIM, created now) is not swept
+const KEY_SWEEP = `WITH gone AS (
+    DELETE FROM idempotency_keys WHERE (user_id, key) IN (
+      SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2) AND created_at < $1
+    RETURNING user_id
+  ), counted AS (
+    SELECT user_id, count(*)::int AS n FROM gone GROUP BY user_id
+  ), lowered AS (
+    UPDATE idempotency_key_counts k SET keys = k.keys - counted.n FROM counted WHERE k.user_id = counted.user_id
+  )
+  SELECT coalesce(sum(n), 0)::int AS removed FROM counted`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
@@ -151,6 +172,13 @@ const PG_INT8_MAX = 9223372036854775807n;
 /** an id the database can hold: a larger one names no row (int8 would reject it) */
 function inRange(id: number): boolean {
   return Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
+}
+
+/** an outcome whose unit of work is rolled back, its key claim with it: a refusal, or a key past the bound */
+class Unkept extends Error {
+  constructor(readonly outcome: Outcome) {
+    super('rolled back: an outcome that keeps no key');
+  }
 }
 
 /** a device the unit of work read (matched, or of a stored assignment) was deleted before its events were written */
@@ -408,15 +436,15 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   /**
-   * The key claimed in this transaction (null: go on and write), or the answer to give instead:
-   * the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
+   * The key claimed in this transaction (whether it is new, and the keys the user held), or the
+   * answer to give instead: the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
    */
-  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | null> {
+  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | { fresh: boolean; held: number }> {
     // a key found taken can be swept (past its retention by another node's clock) before it is
     // read: then it is claimed again
     for (let attempt = 0; attempt < 2; attempt += 1) {
-      const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
-      if (claimed.length > 0) return null;
+      const [claimed] = await rows<{ fresh: boolean; held: number | string }>(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
+      if (claimed) return { fresh: claimed.fresh, held: Number(claimed.held) };
       const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
       if (stored) return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
     }
@@ -432,7 +460,8 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   async sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number> {
-    return (await this.pool.query(KEY_SWEEP, [createdBefore, limit])).rowCount ?? 0;
+    const [swept] = await rows<{ removed: number }>(this.pool, KEY_SWEEP, [createdBefore, limit]);
+    return swept?.removed ?? 0;
   }
 
   /**
@@ -447,16 +476,28 @@ export class PgIncidents implements IncidentStorePort {
     return outcome;
   }
 
-  private committed(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+  private async committed(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
     const claim = options.idempotency;
     if (!claim) return this.unitOfWork((c) => this.change(c, caller, locator, decide, options));
-    return this.unitOfWork(async (c): Promise<Outcome> => {
-      const answered = await this.claim(c, caller, claim, options.now);
-      if (answered) return answered;
-      const outcome = await this.change(c, caller, locator, decide, options);
-      await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome))]);
-      return outcome;
-    });
+    const exhausted: Outcome = { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: claim.maxKeys } };
+    try {
+      return await this.unitOfWork(async (c): Promise<Outcome> => {
+        const claimed = await this.claim(c, caller, claim, options.now);
+        if ('ok' in claimed) return claimed;
+        // a new key past the bound: refused before deciding, as SQLite refuses it
+        if (claimed.fresh && !roomForKey(claimed.held, claim.maxKeys)) throw new Unkept(exhausted);
+        const outcome = await this.change(c, caller, locator, decide, options);
+        // a refusal wrote nothing and keeps no key: rolled back, the claim with it
+        if (!keepsAnswer(outcome)) throw new Unkept(outcome);
+        await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome))]);
+        // counted last (its row lock held only to the COMMIT), exactly: past the bound, the write is rolled back
+        if (claimed.fresh && (await rows(c, KEY_COUNTED, [caller.id, claim.maxKeys])).length === 0) throw new Unkept(exhausted);
+        return outcome;
+      });
+    } catch (err) {
+      if (err instanceof Unkept) return err.outcome;
+      throw err;
+    }
   }
 
   /** the read, decision and write of a unit of work, inside its transaction */

@@ -165,6 +165,18 @@ export const idempotencyKeys = pgTable(
 );
 
 /**
+ * How many rows of idempotency_keys each user holds (as sqlite/schema.ts). Raised last in the
+ * unit of work that stores a new key, by an upsert that refuses past the bound: its row lock is
+ * held only until the COMMIT, and a concurrent write of the user re-reads the count after it.
+ */
+export const idempotencyKeyCounts = pgTable('idempotency_key_counts', {
+  userId: id('user_id')
+    .primaryKey()
+    .references(() => users.id, { onDelete: 'cascade' }),
+  keys: integer('keys').notNull(),
+});
+
+/**
  * The callsign filter of the incident list, one row per distinct callsign key an incident lists
  * (none once it is closed); no foreign key, as in SQLite (sqlite/schema.ts).
  */

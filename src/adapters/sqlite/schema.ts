@@ -133,6 +133,18 @@ export const idempotencyKeys = sqliteTable(
 );
 
 /**
+ * How many rows of idempotency_keys each user holds (issue 36): raised in the unit of work that
+ * stores a new key, lowered by the sweep that removes keys, so the bound IDEMPOTENCY_KEYS_MAX is
+ * checked with one read, not a count of the user's keys.
+ */
+export const idempotencyKeyCounts = sqliteTable('idempotency_key_counts', {
+  userId: integer('user_id')
+    .primaryKey()
+    .references(() => users.id, { onDelete: 'cascade' }),
+  keys: integer('keys').notNull(),
+});
+
+/**
  * The callsign filter of the incident list: one row per distinct callsign key an incident
  * lists (none once it is closed). Keyed by callsign only, so no foreign key: a cascade would
  * scan it; the incident store deletes an incident's rows by the keys on its row.
