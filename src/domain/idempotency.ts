@@ -33,6 +33,16 @@ export function roomForKey(held: number, max: number): boolean {
   return held < max;
 }
 
+/**
+ * The bound `max` shared out over `stripes` counters (each key is counted in one): the shares
+ * add up to `max`, so no stripe past its share means no user past the bound, whichever stripes
+ * concurrent writes count in.
+ */
+export function keyStripeCaps(max: number, stripes: number): number[] {
+  const base = Math.floor(max / stripes);
+  return Array.from({ length: stripes }, (_, i) => base + (i < max % stripes ? 1 : 0));
+}
+
 /** the longest key taken, in characters of its content */
 export const IDEMPOTENCY_KEY_MAX = 255;
 

@@ -71,7 +71,7 @@ import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { writeWebhookDeliveries } from './webhooks.js';
-import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
+import { keepsAnswer, keyStripeCaps, roomForKey } from '../../domain/idempotency.js';
 
 /** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
 function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
@@ -139,24 +139,37 @@ const KEY_CLAIM = `WITH claimed AS (
       WHERE idempotency_keys.created_at <= $5
     RETURNING xmax = 0 AS fresh
   )
-  SELECT fresh, coalesce((SELECT keys FROM idempotency_key_counts WHERE user_id = $1), 0) AS held FROM claimed`;
-// A new key counted, last in its unit of work, unless the user already holds $2: no row then. The
-// row stays locked until the COMMIT; a concurrent write of the user waits here and counts anew.
-const KEY_COUNTED = `INSERT INTO idempotency_key_counts AS k (user_id, keys) VALUES ($1, 1)
-  ON CONFLICT (user_id) DO UPDATE SET keys = k.keys + 1 WHERE k.keys < $2
-  RETURNING keys`;
+  SELECT fresh, (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE user_id = $1) AS held FROM claimed`;
+/** the stripes a user's keys are counted in (schema.ts idempotencyKeyCounts) */
+const KEY_STRIPES = 16;
+// A new key counted, near the end of its unit of work, in a stripe below its share ($2, by
+// stripe) that no other write holds (SKIP LOCKED; locked until the COMMIT): no row when every
+// stripe with room is held or there is none (KEY_COUNTED_WAIT then).
+const KEY_COUNTED = `WITH pick AS (
+    SELECT stripe FROM idempotency_key_counts WHERE user_id = $1 AND keys < ($2::int[])[stripe + 1]
+    ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED
+  )
+  UPDATE idempotency_key_counts k SET keys = k.keys + 1 FROM pick WHERE k.user_id = $1 AND k.stripe = pick.stripe
+  RETURNING k.stripe`;
+// the same, waiting for a stripe held by another write (its share is checked again once it is
+// released); no row: every stripe is at its share, the user holds the bound
+const KEY_COUNTED_WAIT = KEY_COUNTED.replace('FOR UPDATE SKIP LOCKED', 'FOR UPDATE');
+// a user's stripes, made at its first key
+const KEY_STRIPES_MADE = `INSERT INTO idempotency_key_counts (user_id, stripe, keys)
+  SELECT $1, s, 0 FROM generate_series(0, ${KEY_STRIPES - 1}) AS s ON CONFLICT DO NOTHING`;
 const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
-const KEY_STORE = `UPDATE idempotency_keys SET answer = $3 WHERE user_id = $1 AND key = $2`;
+// the answer, and the stripe a new key was counted in (null: one taken over keeps its own)
+const KEY_STORE = `UPDATE idempotency_keys SET answer = $3, stripe = coalesce($4, stripe) WHERE user_id = $1 AND key = $2`;
 // the keys' counts lowered with them; created_at checked again on the row deleted, so a key
 // taken over meanwhile (KEY_CLAIM, created now) is not swept
 const KEY_SWEEP = `WITH gone AS (
     DELETE FROM idempotency_keys WHERE (user_id, key) IN (
       SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2) AND created_at < $1
-    RETURNING user_id
+    RETURNING user_id, stripe
   ), counted AS (
-    SELECT user_id, count(*)::int AS n FROM gone GROUP BY user_id
+    SELECT user_id, stripe, count(*)::int AS n FROM gone GROUP BY user_id, stripe
   ), lowered AS (
-    UPDATE idempotency_key_counts k SET keys = k.keys - counted.n FROM counted WHERE k.user_id = counted.user_id
+    UPDATE idempotency_key_counts k SET keys = k.keys - counted.n FROM counted WHERE k.user_id = counted.user_id AND k.stripe = counted.stripe
   )
   SELECT coalesce(sum(n), 0)::int AS removed FROM counted`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
@@ -451,6 +464,16 @@ export class PgIncidents implements IncidentStorePort {
     throw new Error('an Idempotency-Key found taken, then gone, twice');
   }
 
+  /** the stripe a new key of the user is counted in, or null when the user holds the bound */
+  private async countKey(c: Client, userId: number, max: number): Promise<number | null> {
+    const caps = keyStripeCaps(max, KEY_STRIPES);
+    const [free] = await rows<{ stripe: number }>(c, KEY_COUNTED, [userId, caps]);
+    if (free) return free.stripe;
+    await c.query(KEY_STRIPES_MADE, [userId]);
+    const [waited] = await rows<{ stripe: number }>(c, KEY_COUNTED_WAIT, [userId, caps]);
+    return waited ? waited.stripe : null;
+  }
+
   async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
     if (!inRange(id)) return 'NOT_FOUND';
     const [row] = await rows<IncidentRow & { version: string | number }>(this.pool, BY_ID, [id]);
@@ -489,9 +512,14 @@ export class PgIncidents implements IncidentStorePort {
         const outcome = await this.change(c, caller, locator, decide, options);
         // a refusal wrote nothing and keeps no key: rolled back, the claim with it
         if (!keepsAnswer(outcome)) throw new Unkept(outcome);
-        await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome))]);
-        // counted last (its row lock held only to the COMMIT), exactly: past the bound, the write is rolled back
-        if (claimed.fresh && (await rows(c, KEY_COUNTED, [caller.id, claim.maxKeys])).length === 0) throw new Unkept(exhausted);
+        // a new key counted near the end (its stripe's lock held only to the COMMIT), exactly:
+        // past the bound, the write is rolled back
+        let stripe: number | null = null;
+        if (claimed.fresh) {
+          stripe = await this.countKey(c, caller.id, claim.maxKeys);
+          if (stripe === null) throw new Unkept(exhausted);
+        }
+        await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome)), stripe]);
         return outcome;
       });
     } catch (err) {

@@ -19,10 +19,8 @@ import { freshDatabase, pgSkip } from '../../fixtures/postgres.js';
 const PG_ONLY = ['device_sessions', 'login_buckets', 'login_known', 'nodes'];
 /** one-row tables whose id the writer gives (1): no identity */
 const ONE_ROW = ['push_expiry', 'reach_generation'];
-/** tables keyed by another table's id (a user's): no identity either */
-const KEYED_BY_OTHER = ['idempotency_key_counts'];
 /** pg columns that may be int4: small quantities, and the one-row tables' ids; every other integer is bigint */
-const INT4 = ['users.zoom', 'users.device_limit', 'users.user_limit', 'incidents.priority', 'events.attempts', 'webhook_deliveries.attempts', 'webhook_attempts.status', 'webhook_attempts.duration_ms', 'login_buckets.failures', 'login_buckets.pending', 'push_expiry.id', 'reach_generation.id', 'idempotency_key_counts.keys'];
+const INT4 = ['users.zoom', 'users.device_limit', 'users.user_limit', 'incidents.priority', 'events.attempts', 'webhook_deliveries.attempts', 'webhook_attempts.status', 'webhook_attempts.duration_ms', 'login_buckets.failures', 'login_buckets.pending', 'push_expiry.id', 'reach_generation.id', 'idempotency_key_counts.keys', 'idempotency_key_counts.stripe', 'idempotency_keys.stripe'];
 
 const SAME_KIND: Record<string, string[]> = {
   SQLiteInteger: ['PgInteger', 'PgBigInt53'],
@@ -84,7 +82,7 @@ function differences(sqlite: SqliteTableConfig[], postgres: PgTableConfig[], pgO
       if (sc.primary && sc.columnType === 'SQLiteInteger') {
         // SQLite numbers an integer primary key itself; PostgreSQL needs an identity, except in
         // the one-row tables whose writer gives the id
-        const identity = !ONE_ROW.includes(s.name) && !KEYED_BY_OTHER.includes(s.name);
+        const identity = !ONE_ROW.includes(s.name);
         if (Boolean(pc.generatedIdentity) !== identity) out.push(`${at}: ${identity ? 'needs' : 'has'} an identity`);
       } else if (json(pc.default) !== json(sc.default)) {
         out.push(`${at}: default ${json(pc.default)} in PostgreSQL, ${json(sc.default)} in SQLite`);
