@@ -1236,8 +1236,8 @@ export interface components {
              *     create-incidents-not-granted, not-found,
              *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
              *     last-administrator, idempotency-key-in-use, precondition-failed,
-             *     idempotency-key-reused, payload-too-large, unsupported-media-type,
-             *     too-many-requests, internal-error.
+             *     idempotency-key-reused, idempotency-keys-exhausted, payload-too-large,
+             *     unsupported-media-type, too-many-requests, internal-error.
              */
             type: string;
             title: string;
@@ -1311,8 +1311,10 @@ export interface components {
          *     `urn:cad-incident:problem:readonly-user` (a readonly user changes nothing) or
          *     `…:create-incidents-not-granted` (creating an incident, or moving one to another
          *     `originId`, needs `createIncidents`, which an administrator grants). Never for an
-         *     incident the caller has no permission on: that is 404. With an `Idempotency-Key`,
-         *     a retry gets this answer again (`Idempotent-Replayed: true`).
+         *     incident the caller has no permission on: that is 404. With an `Idempotency-Key`, a
+         *     retry gets this answer again (`Idempotent-Replayed: true`) only for a refusal stored
+         *     before 2026-11-29, within its retention; since then a refusal keeps no key and a retry
+         *     is decided again.
          */
         IncidentWriteForbidden: {
             headers: {
@@ -1337,7 +1339,9 @@ export interface components {
         };
         /**
          * @description No such incident, or one the caller has no permission on (answered alike). With an
-         *     `Idempotency-Key`, a retry gets this answer again (`Idempotent-Replayed: true`).
+         *     `Idempotency-Key`, a retry gets this answer again (`Idempotent-Replayed: true`) only
+         *     for a refusal stored before 2026-11-29, within its retention; since then a refusal
+         *     keeps no key and a retry is decided again.
          */
         IncidentWriteNotFound: {
             headers: {
@@ -1354,8 +1358,7 @@ export interface components {
          *     see that incident), `…:incident-closed`, `…:idempotency-key-in-use` (a request with
          *     this `Idempotency-Key` is still being processed: retry after `Retry-After` seconds).
          *     A retry with the same `Idempotency-Key` gets an `origin-id-taken` or
-         *     `incident-closed` answer again (`Idempotent-Replayed: true`). A delete is refused
-         *     only `idempotency-key-in-use`.
+         *     `incident-closed` answer again (`Idempotent-Replayed: true`) only for a refusal stored before 2026-11-29, within its retention; since then a refusal keeps no key and a retry is decided again. A delete is refused only `idempotency-key-in-use`.
          */
         IncidentWriteConflict: {
             headers: {
@@ -1415,9 +1418,12 @@ export interface components {
             };
         };
         /**
-         * @description Too many failed logins (POST /session, or Basic credentials on any operation) from
-         *     this address, or for this account from this address; retry after `Retry-After`
-         *     seconds.
+         * @description Retry after `Retry-After` seconds. `type` tells why: `…:too-many-requests`, too many
+         *     failed logins (POST /session, or Basic credentials on any operation) from this
+         *     address, or for this account from this address; `…:idempotency-keys-exhausted` (the
+         *     incident writes), the user holds `IDEMPOTENCY_KEYS_MAX` Idempotency-Keys and this
+         *     request's key is new: nothing was written (a key is freed `IDEMPOTENCY_TTL_H` hours
+         *     after its request; the request may be sent without a key).
          */
         TooManyRequests: {
             headers: {

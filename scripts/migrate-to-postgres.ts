@@ -63,6 +63,7 @@ const TABLES: PgTable[] = [
   pgSchema.tokens,
   pgSchema.sessions,
   pgSchema.idempotencyKeys,
+  pgSchema.idempotencyKeyCounts,
   pgSchema.webhooks,
   pgSchema.webhookDeliveries,
   pgSchema.webhookAttempts,

@@ -302,7 +302,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const ctx: Context = {
     config,
     auth,
-    incidents: new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics),
+    incidents: new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics, config.idempotencyKeysMax),
     users: new UserService(identity, access, auth, clock, config.userDefaultDeviceLimit),
     devices: new DeviceService(identity, access, auth, bus, clock),
     permissions: new PermissionService(identity, storage.incidents, access),

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from './domain/idempotency.js';
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
 /** SQLite's synchronous setting for the embedded adapter (docs/storage.md) */
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -44,6 +45,8 @@ export interface Config {
   metricsToken: string | undefined;
   /** how long an Idempotency-Key and its answer are kept (hours), then swept */
   idempotencyTtlH: number;
+  /** how many Idempotency-Keys one user may hold (kept, or past their retention and not yet swept) */
+  idempotencyKeysMax: number;
   /** webhooks may use http and call private addresses (tests, a receiver on the same network) */
   webhookAllowPrivate: boolean;
   /** the delays before webhook retry 1, 2, … in seconds; null: the Standard Webhooks schedule */
@@ -140,6 +143,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     retentionIntervalS: int(env, 'RETENTION_INTERVAL_S', 300, 1, 86400),
     metricsToken: metricsToken(env),
     idempotencyTtlH: int(env, 'IDEMPOTENCY_TTL_H', 24, 1, 24 * 365),
+    idempotencyKeysMax: int(env, 'IDEMPOTENCY_KEYS_MAX', DEFAULT_IDEMPOTENCY_KEYS_MAX, 1, 1_000_000_000),
     webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryScheduleS: schedule(env, 'WEBHOOK_RETRY_SCHEDULE_S'),
   };

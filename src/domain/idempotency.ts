@@ -7,6 +7,42 @@
 
 import type { IfMatch } from './incident.js';
 
+/**
+ * Whether a write's outcome is kept with its Idempotency-Key: only a success (DESIGN section 7,
+ * 2026-11-28, issue 36). A refusal writes nothing and leaves no key behind: a retry of it is
+ * decided again, not replayed, so a flood of refused keyed writes stores nothing (until then
+ * each stored 412 held the whole incident: 3 000 of them grew the database by 110 MB).
+ */
+export function keepsAnswer(outcome: { ok: boolean }): boolean {
+  return outcome.ok;
+}
+
+/**
+ * How many Idempotency-Keys one user may hold (IDEMPOTENCY_KEYS_MAX), kept or not yet swept: a
+ * new key past it is refused 429. Half a million in IDEMPOTENCY_TTL_H (24 h) is nearly six
+ * keyed writes a second around the clock, far above a busy CAD's day; it bounds what one user's
+ * keys hold (each keeps its answer, an incident) to about a gigabyte.
+ */
+export const DEFAULT_IDEMPOTENCY_KEYS_MAX = 500_000;
+
+/**
+ * Whether a user holding `held` Idempotency-Keys may store one more, under the bound `max`
+ * (IDEMPOTENCY_KEYS_MAX). Counted where the key is stored, in the unit of work that stores it.
+ */
+export function roomForKey(held: number, max: number): boolean {
+  return held < max;
+}
+
+/**
+ * The bound `max` shared out over `stripes` counters (each key is counted in one): the shares
+ * add up to `max`, so no stripe past its share means no user past the bound, whichever stripes
+ * concurrent writes count in.
+ */
+export function keyStripeCaps(max: number, stripes: number): number[] {
+  const base = Math.floor(max / stripes);
+  return Array.from({ length: stripes }, (_, i) => base + (i < max % stripes ? 1 : 0));
+}
+
 /** the longest key taken, in characters of its content */
 export const IDEMPOTENCY_KEY_MAX = 255;
 

@@ -121,7 +121,9 @@ export type IncidentRefusal =
   /** If-Match named no tag of the incident as stored: it is returned as it is (DESIGN section 12) */
   | { code: 'PRECONDITION_FAILED'; current: Incident; version: number }
   /** the Idempotency-Key was used before with another request (the store found it; DESIGN section 12) */
-  | { code: 'IDEMPOTENCY_KEY_REUSED' };
+  | { code: 'IDEMPOTENCY_KEY_REUSED' }
+  /** the user holds IDEMPOTENCY_KEYS_MAX keys: a new one is not stored, nor its write made (issue 36) */
+  | { code: 'IDEMPOTENCY_KEYS_EXHAUSTED'; max: number };
 
 /**
  * Which stored state of an incident an answer showed (its ETag): the incident's id and its

@@ -18,6 +18,7 @@ export const REFUSAL_CODES = [
   'PRECONDITION_FAILED', // 412: If-Match names no tag of the incident as stored
   'IDEMPOTENCY_KEY_REUSED', // 422: this Idempotency-Key was used with another request
   'BUSY', // 503: too much of this is under way (host-name lookups); retry after Retry-After
+  'IDEMPOTENCY_KEYS_EXHAUSTED', // 429: the user holds as many Idempotency-Keys as are kept
 ] as const;
 
 export type RefusalCode = (typeof REFUSAL_CODES)[number];

@@ -68,6 +68,7 @@ export const REFUSALS: Record<RefusalCode, { status: number; kind: string; title
   PRECONDITION_FAILED: { status: 412, kind: 'precondition-failed', title: 'Precondition Failed' },
   IDEMPOTENCY_KEY_REUSED: { status: 422, kind: 'idempotency-key-reused', title: 'Unprocessable Content' },
   BUSY: { status: 503, kind: 'busy', title: 'Service Unavailable' },
+  IDEMPOTENCY_KEYS_EXHAUSTED: { status: 429, kind: 'idempotency-keys-exhausted', title: 'Too Many Requests', headers: { 'retry-after': '60' } },
 };
 
 export function problemOf(r: Refused): Problem {

@@ -91,7 +91,7 @@ async function loginOnce(auth: Authenticator, throttle: LoginThrottlePort, ip: s
   if (!attempt.ok) return refused(auth, email, password, attempt.retryAfter);
   let user: UserRecord | null;
   try {
-    user = await auth.checkPassword(email, password);
+    user = await auth.checkPassword(email, password, ip);
   } catch (err) {
     // given back; where that cannot be written, the database ages the attempt out (its error is not this one)
     await Promise.resolve(attempt.withdrawn()).catch(() => {});

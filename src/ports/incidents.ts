@@ -43,9 +43,12 @@ export type Outcome = IncidentResult | { ok: false; refusal: IncidentRefusal; re
  * same unit of work as the write: a key stored by this user and created
  * after `keptAfter` with the same fingerprint answers with its stored answer and writes nothing;
  * with another fingerprint the write is refused IDEMPOTENCY_KEY_REUSED. Otherwise (none, or one
- * past its retention: it is replaced) the write runs and its answer, a success or a refusal, is
- * stored with the key and `now` before the unit of work commits: no write without its key, no
- * key without its write. An error (nothing written) stores nothing.
+ * past its retention: it is replaced) the write runs and, if it succeeded (domain/idempotency.ts
+ * keepsAnswer), its answer is stored with the key and `now` before the unit of work commits: no
+ * write without its key, no key without its write. A refusal leaves the key as it was (none, or
+ * the one past its retention), and so does an error. A new key (not replacing one) is counted
+ * for the user where it is stored: one past `maxKeys` refuses the write instead
+ * (IDEMPOTENCY_KEYS_EXHAUSTED), exactly under any concurrency.
  */
 export interface IdempotencyClaim {
   key: string;
@@ -53,6 +56,11 @@ export interface IdempotencyClaim {
   fingerprint: string;
   /** now less the retention: a key created at or before this instant is past it, and taken as new */
   keptAfter: string;
+  /**
+   * the most keys the user may hold (domain/idempotency.ts roomForKey, on the count kept where
+   * the keys are): a new key past it refuses the write IDEMPOTENCY_KEYS_EXHAUSTED, written nothing
+   */
+  maxKeys: number;
 }
 
 /** the answer a key keeps, as stored (JSON): a write's success, or its refusal */

@@ -108,13 +108,14 @@ export class Authenticator {
    * Checks email + password. Returns the user, or null for unknown/wrong/disabled. Rejects with
    * HashQueueFull (secrets.ts), having hashed nothing, when the queue of checks is full. Call
    * it only for an attempt the login throttle has counted: a cache hit is a right password.
+   * `address`: who asked (the queue of checks takes turns by address, then by account).
    */
-  checkPassword(email: string, password: string): Promise<UserRecord | null> {
+  checkPassword(email: string, password: string, address?: string): Promise<UserRecord | null> {
     const emailKey = email.trim().toLowerCase();
     const cacheKey = sha256(`${emailKey}\u0000${password}`);
     const inFlight = this.checking.get(cacheKey);
     if (inFlight) return inFlight;
-    const check = this.check(email, emailKey, password, cacheKey);
+    const check = this.check(email, emailKey, password, cacheKey, address);
     this.checking.set(cacheKey, check);
     const done = () => {
       this.checking.delete(cacheKey);
@@ -123,10 +124,10 @@ export class Authenticator {
     return check;
   }
 
-  private async check(email: string, emailKey: string, password: string, cacheKey: string): Promise<UserRecord | null> {
+  private async check(email: string, emailKey: string, password: string, cacheKey: string, address: string | undefined): Promise<UserRecord | null> {
     const cached = await this.cachedCheck(emailKey, cacheKey);
     if (cached !== undefined) return cached;
-    return this.hashCheck(email, emailKey, password, cacheKey);
+    return this.hashCheck(email, emailKey, password, cacheKey, address);
   }
 
   /**
@@ -161,14 +162,16 @@ export class Authenticator {
     return this.checking.get(sha256(`${email.trim().toLowerCase()}\u0000${password}`));
   }
 
-  private async hashCheck(email: string, emailKey: string, password: string, cacheKey: string): Promise<UserRecord | null> {
+  private async hashCheck(email: string, emailKey: string, password: string, cacheKey: string, address: string | undefined): Promise<UserRecord | null> {
     const generation = this.identity.generation;
     const user = await this.identity.userByEmail(email);
+    // in the queue's turns as the caller's address and the account (secrets.ts)
+    const checkFor = { account: emailKey, address };
     if (!user) {
-      await hashPassword(password, emailKey); // same cost as a real check: no user enumeration by timing
+      await hashPassword(password, checkFor); // same cost as a real check, in the same queue: no user enumeration by timing
       return null;
     }
-    if (!(await verifyPassword(password, user.passwordHash, emailKey))) return null;
+    if (!(await verifyPassword(password, user.passwordHash, checkFor))) return null;
     if (this.basicCache.size >= BASIC_CACHE_MAX) this.basicCache.delete(this.basicCache.keys().next().value!);
     this.basicCache.set(cacheKey, { userId: user.id, passwordHash: user.passwordHash, user, generation });
     return this.usable(user) ? user : null;

@@ -25,6 +25,7 @@ import type { Decide, EventFilter, EventView, IncidentResult, IncidentStorePort,
 import { refuse } from '../domain/refusal.js';
 import type { Access } from './access.js';
 import { fingerprint, KeysInFlight, type RequestShape } from './idempotency.js';
+import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from '../domain/idempotency.js';
 
 /** how many expired Idempotency-Keys one sweep step removes (one write, in a group commit on SQLite) */
 export const KEY_SWEEP_BATCH = 500;
@@ -104,6 +105,11 @@ function refusalOnly(r: IncidentRefusal): Refused {
         { incident: r.current },
         { etag: etagOf({ incident: r.current, version: r.version }) },
       );
+    case 'IDEMPOTENCY_KEYS_EXHAUSTED':
+      return new Refused(
+        'IDEMPOTENCY_KEYS_EXHAUSTED',
+        `This user holds ${r.max} Idempotency-Keys, the most kept (IDEMPOTENCY_KEYS_MAX); a key is freed IDEMPOTENCY_TTL_H hours after its request. Nothing was written. Retry after Retry-After seconds, or send the request without a key.`,
+      );
     case 'IDEMPOTENCY_KEY_REUSED':
       return new Refused(
         'IDEMPOTENCY_KEY_REUSED',
@@ -160,6 +166,8 @@ export class IncidentService {
     /** how long an Idempotency-Key is kept (IDEMPOTENCY_TTL_H) */
     private readonly idempotencyTtlMs: number = 24 * 3600_000,
     private readonly metrics: Metrics = noMetrics,
+    /** how many Idempotency-Keys one user may hold (IDEMPOTENCY_KEYS_MAX) */
+    private readonly idempotencyKeysMax: number = DEFAULT_IDEMPOTENCY_KEYS_MAX,
   ) {}
 
   /**
@@ -194,6 +202,7 @@ export class IncidentService {
           key,
           fingerprint: print,
           keptAfter: new Date(Date.parse(change.options.now) - this.idempotencyTtlMs).toISOString(),
+          maxKeys: this.idempotencyKeysMax,
         },
       };
       return this.written(await this.store.write(caller, change.locator, change.decide, options));

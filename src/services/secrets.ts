@@ -19,20 +19,30 @@ export class HashQueueFull extends Error {
 export interface QueueLimits {
   /** tasks waiting, all keys together, past which a bounded task is refused */
   queueMax: number;
-  /** tasks waiting for one key (one account): its flood cannot fill the queue for everyone */
+  /**
+   * tasks waiting for one account, and for one address: the flood of one account, or of one
+   * address over many accounts, cannot fill the queue for everyone
+   */
   shareMax: number;
   /** a bounded task is refused when the measured run time says it would wait longer than this */
   maxWaitMs: number;
+}
+
+/** whose task it is: the account it checks, and the address that asked (none: a group of its own) */
+export interface HashCaller {
+  account: string;
+  address?: string | undefined;
 }
 
 export interface Limited {
   /** runs the task when a slot is free, however long that takes */
   <T>(task: () => Promise<T>): Promise<T>;
   /**
-   * Runs the task for `key` if it can start within the limits; else rejects with HashQueueFull
-   * at once (the decision is taken synchronously, in the call).
+   * Runs the task for `caller` (an account, alone: an address of its own) if it can start
+   * within the limits; else rejects with HashQueueFull at once (the decision is taken
+   * synchronously, in the call).
    */
-  bounded<T>(key: string, task: () => Promise<T>): Promise<T>;
+  bounded<T>(caller: string | HashCaller, task: () => Promise<T>): Promise<T>;
   /** tasks running, and waiting for a slot */
   load(): { running: number; queued: number };
   /** sets some limits; returns all of them as they were */
@@ -41,69 +51,132 @@ export interface Limited {
 
 const UNBOUNDED: QueueLimits = { queueMax: Infinity, shareMax: Infinity, maxWaitMs: Infinity };
 
+/** a task waiting for a slot */
+interface Waiting {
+  address: string;
+  account: string;
+  /** arrival order: ties go to the earlier */
+  seq: number;
+  resume: () => void;
+}
+
 /**
- * Runs the tasks given to it, at most `n` at once. Waiting tasks take turns by key (round
- * robin), in arrival order within a key: a key with many tasks waiting delays another key's
- * task by at most one of its own per turn.
+ * Runs the tasks given to it, at most `n` at once. A free slot goes to the waiting task whose
+ * address and account were both served least recently (the later of the two turns it last had;
+ * never served comes first; ties in arrival order): a newcomer goes ahead of every address and
+ * every account that has just had a turn. So a flood from one address, over one account or
+ * many, delays another caller's task by at most one of its own, and so does the flood of one
+ * account from many addresses.
  */
 export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, initialRunMs = 50): Limited {
   let current: QueueLimits = { ...UNBOUNDED, ...limits };
   let running = 0;
-  let queued = 0;
-  // key -> its waiting tasks; the map's order is the order of turns
-  const waiting = new Map<string, (() => void)[]>();
+  const waiting: Waiting[] = [];
+  let seq = 0;
+  let turn = 0;
+  // per address and per account with a task waiting or running: how many, and when its last
+  // task started (0: none yet); forgotten when it has none, so bounded by the tasks held
+  const addresses = new Map<string, { held: number; waiting: number; served: number }>();
+  const accounts = new Map<string, { held: number; waiting: number; served: number }>();
   let runMs = initialRunMs; // a moving average of how long a task runs
 
-  const next = (): (() => void) | undefined => {
-    const first = waiting.entries().next();
-    if (first.done) return undefined;
-    const [key, list] = first.value;
-    const resume = list.shift()!;
-    waiting.delete(key);
-    if (list.length > 0) waiting.set(key, list); // to the back of the turns
-    queued--;
-    return resume;
+  const entry = (map: typeof addresses, key: string) => {
+    let e = map.get(key);
+    if (!e) map.set(key, (e = { held: 0, waiting: 0, served: 0 }));
+    return e;
+  };
+  const served = (address: string, account: string): void => {
+    turn += 1;
+    entry(addresses, address).served = turn;
+    entry(accounts, account).served = turn;
+  };
+  const done = (address: string, account: string): void => {
+    for (const [map, key] of [[addresses, address], [accounts, account]] as const) {
+      const e = map.get(key)!;
+      if (--e.held === 0) map.delete(key);
+    }
+  };
+  const lastTurn = (w: Waiting): number => Math.max(addresses.get(w.address)!.served, accounts.get(w.account)!.served);
+
+  const next = (): Waiting | undefined => {
+    let best = -1;
+    for (let i = 0; i < waiting.length; i++) {
+      if (best < 0) {
+        best = i;
+        continue;
+      }
+      const a = lastTurn(waiting[i]!);
+      const b = lastTurn(waiting[best]!);
+      if (a < b || (a === b && waiting[i]!.seq < waiting[best]!.seq)) best = i;
+    }
+    if (best < 0) return undefined;
+    const [w] = waiting.splice(best, 1);
+    addresses.get(w!.address)!.waiting--;
+    accounts.get(w!.account)!.waiting--;
+    return w;
   };
 
-  const run = async <T>(key: string, task: () => Promise<T>): Promise<T> => {
+  const run = async <T>(address: string, account: string, task: () => Promise<T>): Promise<T> => {
+    entry(addresses, address).held++;
+    entry(accounts, account).held++;
     if (running >= n) {
-      queued++;
-      await new Promise<void>((resolve) => {
-        const list = waiting.get(key);
-        if (list) list.push(resolve);
-        else waiting.set(key, [resolve]);
-      });
+      addresses.get(address)!.waiting++;
+      accounts.get(account)!.waiting++;
+      await new Promise<void>((resume) => waiting.push({ address, account, seq: seq++, resume }));
     } else {
       running++;
+      served(address, account);
     }
     const started = performance.now();
     try {
       return await task();
     } finally {
       runMs += (performance.now() - started - runMs) / 5;
-      const resume = next();
-      if (resume) resume(); // the slot passes straight to the next task
-      else running--;
+      done(address, account);
+      const w = next();
+      if (w) {
+        served(w.address, w.account);
+        w.resume(); // the slot passes straight to the next task
+      } else running--;
     }
   };
 
-  const retryAfterS = (): number => Math.max(1, Math.ceil((queued * runMs) / n / 1000));
+  /**
+   * At most how many waiting tasks start before a new one of (address, account). A task goes
+   * ahead of it only when neither its address nor its account has had a turn since the new
+   * task's own last had one: so each other address (and each other account) goes ahead at most
+   * once per task of its own address or account that starts before it.
+   */
+  const ahead = (address: string, account: string): number => {
+    const mine = (addresses.get(address)?.waiting ?? 0) + (accounts.get(account)?.waiting ?? 0);
+    let othersA = 0;
+    for (const [key, e] of addresses) if (e.waiting > 0 && key !== address) othersA++;
+    let othersC = 0;
+    for (const [key, e] of accounts) if (e.waiting > 0 && key !== account) othersC++;
+    return Math.min(waiting.length, mine + (mine + 1) * Math.min(othersA, othersC));
+  };
 
-  const bounded = <T>(key: string, task: () => Promise<T>): Promise<T> => {
+  const retryAfterS = (): number => Math.max(1, Math.ceil((waiting.length * runMs) / n / 1000));
+
+  const bounded = <T>(caller: string | HashCaller, task: () => Promise<T>): Promise<T> => {
+    const account = typeof caller === 'string' ? caller : caller.account;
+    // no address: a group of its own (\u0000 is in no address)
+    const address = typeof caller === 'string' || caller.address === undefined ? `\u0000${account}` : caller.address;
     if (running >= n) {
-      const mine = waiting.get(key)?.length ?? 0;
-      const waitMs = ((queued + 1) * runMs) / n;
-      if (queued >= current.queueMax || mine >= current.shareMax || waitMs > current.maxWaitMs) {
-        return Promise.reject(new HashQueueFull(retryAfterS()));
-      }
+      const full =
+        waiting.length >= current.queueMax ||
+        (accounts.get(account)?.waiting ?? 0) >= current.shareMax ||
+        (addresses.get(address)?.waiting ?? 0) >= current.shareMax ||
+        ((ahead(address, account) + 1) * runMs) / n > current.maxWaitMs;
+      if (full) return Promise.reject(new HashQueueFull(retryAfterS()));
     }
-    return run(key, task);
+    return run(address, account, task);
   };
 
-  const limited = <T>(task: () => Promise<T>): Promise<T> => run('', task);
+  const limited = <T>(task: () => Promise<T>): Promise<T> => run('', '', task);
   return Object.assign(limited, {
     bounded,
-    load: () => ({ running, queued }),
+    load: () => ({ running, queued: waiting.length }),
     setLimits: (next: Partial<QueueLimits>): QueueLimits => {
       const before = current;
       current = { ...current, ...next };
@@ -119,11 +192,17 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
 // A login's check waits at most ~1 s: it is refused (503 busy) when the hashes ahead of it
 // would take longer by the measured run time, or when 64 wait (measured here: 22 ms a hash
 // alone, 25 ms two at a time, so 64 is ~0.8 s; at the ~50 ms of a slower machine the time
-// bound admits 40). One account has at most 8 checks waiting, so it takes 8 flooded accounts
-// to fill the queue, and the turns between accounts let another account's check start after
-// at most one of each flooded account's. Setting a password is bounded the same way, in the
-// share of the user who sets it (an authenticated user changing its own password in a loop
-// must not starve everyone's logins); only the first administrator's, at start, is not.
+// bound admits 40). A free slot goes to the check whose address and account have waited
+// longest since either had a turn (2026-11-29, issue 36): until then turns went by account
+// only, so one address guessing at 200 unknown accounts held 200 turns, and a right login from
+// elsewhere waited behind all of them, or was refused busy. One address, and one account
+// whatever the address, has at most 8 checks waiting; past that, that caller alone is refused.
+// It takes 8 flooding addresses (or accounts) to fill the queue, and a login from an address
+// and for an account that have not just had a turn waits for at most one check of each flood:
+// the time bound counts only those.
+// Setting a password is bounded the same way, in the share of the user who sets it (an
+// authenticated user changing its own password in a loop must not starve everyone's logins);
+// only the first administrator's, at start, is not.
 //
 // Several nodes (DESIGN section 9; decided 2026-11-26): this queue stays per node, since what
 // it bounds is the node's own CPU and thread pool, and a check queued on one node cannot run on
@@ -143,10 +222,11 @@ export function setPasswordCheckLimits(limits: Partial<QueueLimits>): QueueLimit
 }
 
 /**
- * `checkFor`: the account whose login this hash checks. Such a hash is bounded: it rejects
- * with HashQueueFull, before hashing, when the queue or that account's share of it is full.
+ * `checkFor`: the account whose login this hash checks, and the address that asked (alone, a
+ * key of its own: setting a password). Such a hash is bounded: it rejects with HashQueueFull,
+ * before hashing, when the queue, that address's share or that account's share of it is full.
  */
-function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions, checkFor?: string): Promise<Buffer> {
+function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOptions, checkFor?: string | HashCaller): Promise<Buffer> {
   const task = () =>
     new Promise<Buffer>((resolve, reject) => {
       scryptCb(password, salt, keylen, opts, (err, key) => (err ? reject(err) : resolve(key)));
@@ -155,14 +235,14 @@ function scrypt(password: string, salt: Buffer, keylen: number, opts: ScryptOpti
 }
 
 /** Returns `scrypt$N$r$p$salt$hash` (base64url parts). */
-export async function hashPassword(password: string, checkFor?: string): Promise<string> {
+export async function hashPassword(password: string, checkFor?: string | HashCaller): Promise<string> {
   const salt = randomBytes(16);
   const key = await scrypt(password.normalize('NFC'), salt, KEYLEN, { N, r: R, p: P }, checkFor);
   return ['scrypt', N, R, P, salt.toString('base64url'), key.toString('base64url')].join('$');
 }
 
 /** `checkFor`: as for scrypt above (a login's check is bounded) */
-export async function verifyPassword(password: string, stored: string, checkFor?: string): Promise<boolean> {
+export async function verifyPassword(password: string, stored: string, checkFor?: string | HashCaller): Promise<boolean> {
   const [alg, n, r, p, salt, hash] = stored.split('$');
   if (alg !== 'scrypt' || !n || !r || !p || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');

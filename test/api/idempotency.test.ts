@@ -4,7 +4,7 @@
 // user and kept IDEMPOTENCY_TTL_H hours. Runs on both adapters (TEST_ADAPTER=postgres).
 import t, { type Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
-import { bearer, FakeClock, json, makeApp, mintToken, type TestAppOptions } from '../fixtures/app.js';
+import { basic, bearer, createUser, FakeClock, json, makeApp, mintToken, type TestAppOptions } from '../fixtures/app.js';
 import { events, incidentBody, world } from '../fixtures/incidents.js';
 import { MemoryBus } from '../../src/adapters/memory/bus.js';
 import type { Storage } from '../../src/ports/storage.js';
@@ -187,26 +187,66 @@ t.test('when the key is malformed, then 400 names the header and nothing is writ
   t.equal(ok.status, 200, 'a key of 255 characters is taken');
 });
 
-t.test('when a key’s request was refused by the stored state, then the refusal is its answer and is replayed; a 400 of the request is not stored', async (t) => {
+t.test('when a key’s request is refused, then no key is kept: a retry is decided again on the state as it is then (issue 36)', async (t) => {
   const s = await setUp(t);
   const early = incidentBody({ originId: 'LATE-1', resources: ['E1'] });
   const notYet = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'early-update', payload: early });
   t.equal(notYet.status, 404);
   t.equal((await call(s.app, s.cad, 'POST', '/api/incidents', { payload: incidentBody({ originId: 'LATE-1' }) })).status, 200);
+  const decided = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'early-update', payload: early });
+  t.equal(decided.status, 202, 'the retry is made, now that the incident exists (E1 has an offline device)');
+  t.notOk(decided.headers['idempotent-replayed']);
   const replayed = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'early-update', payload: early });
-  t.equal(replayed.status, 404, 'the first answer (the draft: "success or an error"), though the incident exists now');
-  t.equal(replayed.raw, notYet.raw);
+  t.equal(replayed.raw, decided.raw, 'and its success is the key’s answer');
   t.equal(replayed.headers['idempotent-replayed'], 'true');
 
   const closing = incidentBody({ originId: 'LATE-1', status: 'CLOSED', resources: ['E1'] });
   const closed = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'close', payload: closing });
   t.equal(closed.status, 409);
-  t.equal((await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'close', payload: closing })).headers['idempotent-replayed'], 'true');
+  const closedAgain = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: 'close', payload: closing });
+  t.equal(closedAgain.status, 409);
+  t.notOk(closedAgain.headers['idempotent-replayed'], 'a 409 is decided again too');
 
   const invalid = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'bad-body', payload: incidentBody({ originId: 'NEW-1', resources: ['  '] }) });
   t.equal(invalid.status, 400);
   const fixed = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'bad-body', payload: incidentBody({ originId: 'NEW-1' }) });
   t.equal(fixed.status, 200, 'the corrected request with the key is processed: a 400 of the request was not stored');
+});
+
+t.test('when keyed writes are refused (412 stale, 403 readonly), then they take none of the user’s keys; past IDEMPOTENCY_KEYS_MAX a new key is 429 and nothing is written', async (t) => {
+  const s = await setUp(t, { config: { idempotencyKeysMax: 2 } });
+  const created = await call(s.app, s.cad, 'POST', '/api/incidents', { payload: incidentBody() });
+  const stale = `"${created.body.id}-0"`;
+  for (let i = 0; i < 20; i++) {
+    const refused = await call(s.app, s.cad, 'PUT', '/api/incidents/update', { key: `stale-${i}`, ifMatch: stale, payload: incidentBody({ description: `stale ${i}` }) });
+    t.equal(refused.status, 412, `stale update ${i}`);
+  }
+  await createUser(s.app, { name: 'Reader', email: 'ro@example.test', password: 'ro-password-1', readonly: true });
+  const ro = basic('ro@example.test', 'ro-password-1');
+  for (let i = 0; i < 20; i++) t.equal((await call(s.app, ro, 'POST', '/api/incidents', { key: `ro-${i}`, payload: incidentBody({ originId: `RO-${i}` }) })).status, 403);
+  t.equal((await call(s.app, ro, 'POST', '/api/incidents', { key: 'ro-0', payload: incidentBody({ originId: 'RO-0' }) })).headers['idempotent-replayed'], undefined, 'a refused create keeps no key');
+  const first = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'new-1', payload: incidentBody({ originId: 'N-1' }) });
+  const second = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'new-2', payload: incidentBody({ originId: 'N-2' }) });
+  t.same([first.status, second.status], [200, 200], 'the 20 refusals took none of the two keys allowed');
+  const over = await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'new-3', payload: incidentBody({ originId: 'N-3' }) });
+  t.equal(over.status, 429);
+  t.equal(over.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.equal(over.body.type, 'urn:cad-incident:problem:idempotency-keys-exhausted');
+  t.match(over.headers['retry-after'], /^[1-9]\d*$/);
+  t.equal((await s.incidents()).length, 3, 'nothing written for it');
+  t.equal((await call(s.app, s.cad, 'POST', '/api/incidents', { key: 'new-1', payload: incidentBody({ originId: 'N-1' }) })).headers['idempotent-replayed'], 'true', 'a stored key still answers');
+  t.equal((await call(s.app, s.cad, 'POST', '/api/incidents', { payload: incidentBody({ originId: 'N-3' }) })).status, 200, 'a write without a key is made');
+  t.equal((await call(s.app, s.other, 'POST', '/api/incidents', { key: 'new-3', payload: incidentBody({ originId: 'O-1' }) })).status, 200, 'another user has keys of its own');
+});
+
+t.test('when 50 creates with new keys arrive at once around the bound, then exactly the bound is kept and the rest are 429', async (t) => {
+  const s = await setUp(t, { config: { idempotencyKeysMax: 20 } });
+  for (let i = 0; i < 15; i++) t.equal((await call(s.app, s.cad, 'POST', '/api/incidents', { key: `k-${i}`, payload: incidentBody({ originId: `K-${i}` }) })).status, 200);
+  const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => call(s.app, s.cad, 'POST', '/api/incidents', { key: `p-${i}`, payload: incidentBody({ originId: `P-${i}` }) })));
+  const counted: Record<number, number> = {};
+  for (const a of answers) counted[a.status] = (counted[a.status] ?? 0) + 1;
+  t.same(counted, { 200: 5, 429: 45 }, 'five more keys to the bound of 20, the rest refused');
+  t.equal((await s.incidents()).length, 20, 'an incident for each key kept, none for a refused one');
 });
 
 /** a storage whose incident writes wait, while `held`, until the test releases them */

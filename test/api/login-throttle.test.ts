@@ -9,7 +9,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { ADMIN, adminAuth, basic, bearer, createUser, FakeClock, json, makeApp, sqliteOnly } from '../fixtures/app.js';
 import { incidentBody } from '../fixtures/incidents.js';
 import type { ThrottleOptions } from '../../src/ports/login-throttle.js';
-import { setPasswordCheckLimits } from '../../src/services/secrets.js';
+import { scryptSlots, setPasswordCheckLimits } from '../../src/services/secrets.js';
 
 const PROBLEM_JSON = 'application/problem+json; charset=utf-8';
 const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -198,6 +198,83 @@ t.test('the bounded queue of password checks', async (t) => {
     const seen = statuses(await flood);
     t.ok((seen[401] ?? 0) <= 6, `the flood had two running and four queued (${seen[401]} checked)`);
     t.equal((seen[401] ?? 0) + (seen[503] ?? 0), 1000, 'the rest were told the service is busy');
+  });
+});
+
+// Issue 36 (2026-11-28): 200 wrong logins for 200 unknown accounts from one address filled the
+// queue of checks, and a right login from another address got 503 busy (or waited behind all
+// of them). With the queue's own limits (PASSWORD_CHECK_LIMITS: the time bound included) and
+// the throttle's defaults, a right login goes ahead of the flood.
+t.test('a flood takes its turn, not the queue', async (t) => {
+  /**
+   * How long the password check of `account` waited in the queue for a slot (the queue's own
+   * bounded(), watched: the time from its call to its task's start), once it has run.
+   */
+  function queueWaitOf(t: Test, account: string): () => number | undefined {
+    const original = scryptSlots.bounded;
+    let waited: number | undefined;
+    const watched = <T>(caller: string | { account: string }, task: () => Promise<T>): Promise<T> => {
+      if ((typeof caller === 'string' ? caller : caller.account) !== account) return original(caller as never, task);
+      const at = performance.now();
+      return original(caller as never, () => {
+        waited = performance.now() - at;
+        return task();
+      });
+    };
+    scryptSlots.bounded = watched as typeof original;
+    t.teardown(() => {
+      scryptSlots.bounded = original;
+    });
+    return () => waited;
+  }
+
+  /**
+   * While `flood` (started first) is in flight, a right login for BEE from 10.0.0.2: its answer,
+   * how many of the flood's checks were answered before it, and how long its check waited in the
+   * queue of checks.
+   */
+  async function rightLoginDuring(t: Test, flood: (app: FastifyInstance) => Promise<LightMyRequestResponse>[]) {
+    limitChecks(t, { queueMax: 64, shareMax: 8, maxWaitMs: 1000 });
+    const { throttleOptions } = throttled();
+    const { app } = await makeApp(t, { throttleOptions });
+    await createUser(app, { name: 'Other', ...OTHER });
+    await createUser(app, { name: 'Bee', ...BEE });
+    const queueWait = queueWaitOf(t, BEE.email);
+    let checkedAhead = 0;
+    let answered = false;
+    const sent = flood(app).map((p) =>
+      p.then((r) => {
+        if (r.statusCode === 401 && !answered) checkedAhead++;
+        return r;
+      }),
+    );
+    const mine = await login(app, BEE.email, BEE.password, '10.0.0.2');
+    answered = true;
+    const answers = await Promise.all(sent);
+    return { mine, checkedAhead, waited: queueWait() ?? Infinity, answers };
+  }
+
+  t.test('when one address sends 200 wrong logins for 200 unknown accounts, then a right login from another address succeeds, with at most one of the flood per turn ahead of it', async (t) => {
+    const { mine, checkedAhead, waited, answers } = await rightLoginDuring(t, (app) =>
+      Array.from({ length: 200 }, (_, i) => login(app, `nobody${i}@example.test`, 'guess', '10.9.9.9')),
+    );
+    t.equal(mine.statusCode, 200, 'the right login succeeds');
+    t.ok(checkedAhead <= 4, `the two running, and one or two of the flood, were checked before it (${checkedAhead})`);
+    t.ok(waited < 1000, `its check waited under a second in the queue (${Math.round(waited)} ms)`);
+    const seen = statuses(answers);
+    t.ok((seen[401] ?? 0) <= 10, `the address had at most its 8 waiting and 2 running checked (${seen[401]})`);
+    t.equal((seen[401] ?? 0) + (seen[429] ?? 0) + (seen[503] ?? 0), 200, 'the rest were throttled or told the service is busy');
+  });
+
+  t.test('when one account is flooded with wrong logins from 200 addresses, then a right login for another account succeeds, with at most one of the flood per turn ahead of it', async (t) => {
+    const { mine, checkedAhead, waited, answers } = await rightLoginDuring(t, (app) =>
+      Array.from({ length: 200 }, (_, i) => login(app, OTHER.email, `guess-${i}`, `10.${100 + (i >> 8)}.${i & 255}.1`)),
+    );
+    t.equal(mine.statusCode, 200, 'the right login succeeds');
+    t.ok(checkedAhead <= 4, `the two running, and one or two of the flood, were checked before it (${checkedAhead})`);
+    t.ok(waited < 1000, `its check waited under a second in the queue (${Math.round(waited)} ms)`);
+    const seen = statuses(answers);
+    t.ok((seen[401] ?? 0) <= 10, `the account had at most its 8 waiting and 2 running checked (${seen[401]})`);
   });
 });
 

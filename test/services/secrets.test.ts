@@ -92,7 +92,7 @@ t.test('when one key has its share of the queue, then its next task is refused a
   await Promise.all([...flood, other]);
 });
 
-t.test('when keys take turns, then a key with many tasks waiting delays another key\'s by at most one', async (t) => {
+t.test('when keys take turns, then the next task is of the key served least recently, in arrival order within a key', async (t) => {
   const limit = limitConcurrency(1);
   const order: string[] = [];
   const h = held();
@@ -106,7 +106,67 @@ t.test('when keys take turns, then a key with many tasks waiting delays another 
   while (order.length < all.length) await h.release();
   await h.release();
   await Promise.all(all);
-  t.same(order, ['a1', 'a2', 'b1', 'c1', 'a3', 'b2', 'a4'], 'round robin by key, in arrival order within a key');
+  // a1 had a turn: B and C, never served, go first; then whoever waited longest since its turn
+  t.same(order, ['a1', 'b1', 'c1', 'a2', 'b2', 'a3', 'a4']);
+});
+
+/** labels in the order their tasks start, for callers {account, address} given as [label, account, address] */
+async function startOrder(limit: ReturnType<typeof limitConcurrency>, first: [string, string, string], callers: [string, string, string][]) {
+  const order: string[] = [];
+  const h = held();
+  const run = ([label, account, address]: [string, string, string]) =>
+    limit.bounded({ account, address }, async () => {
+      order.push(label);
+      await h.task();
+    });
+  const all = [run(first), ...callers.map(run)];
+  await new Promise((r) => setImmediate(r));
+  while (order.length < all.length) await h.release();
+  await h.release();
+  await Promise.all(all);
+  return order;
+}
+
+t.test('when one address floods many accounts, then another address\'s task waits for at most one of the flood', async (t) => {
+  const limit = limitConcurrency(1, { shareMax: 8 });
+  const flood = Array.from({ length: 6 }, (_, i): [string, string, string] => [`x${i}`, `acct${i}`, '10.9.9.9']);
+  const order = await startOrder(limit, ['x-first', 'acct-first', '10.9.9.9'], [...flood, ['me', 'bee', '10.0.0.2']]);
+  t.same(order.slice(0, 2), ['x-first', 'me'], 'the address had its turn: the newcomer is next');
+  t.equal(order.length, 8);
+});
+
+t.test('when one account is flooded from many addresses, then another account\'s task waits for at most one of the flood', async (t) => {
+  const limit = limitConcurrency(1, { shareMax: 8 });
+  const flood = Array.from({ length: 6 }, (_, i): [string, string, string] => [`x${i}`, 'victim', `10.9.9.${i}`]);
+  const order = await startOrder(limit, ['x-first', 'victim', '10.9.8.1'], [...flood, ['me', 'bee', '10.0.0.2']]);
+  t.same(order.slice(0, 2), ['x-first', 'me'], 'the account had its turn: the newcomer is next');
+});
+
+t.test('when one address, or one account, has its share waiting, then its next task is refused and another caller\'s is not', async (t) => {
+  const limit = limitConcurrency(1, { queueMax: 50, shareMax: 3 });
+  const h = held();
+  const byAddress = Array.from({ length: 4 }, (_, i) => limit.bounded({ account: `a${i}`, address: '10.9.9.9' }, h.task));
+  t.same(limit.load(), { running: 1, queued: 3 });
+  await t.rejects(limit.bounded({ account: 'a9', address: '10.9.9.9' }, h.task), HashQueueFull, 'the address is over its share, whatever the account');
+  const byAccount = Array.from({ length: 3 }, (_, i) => limit.bounded({ account: 'victim', address: `10.8.8.${i}` }, h.task));
+  await t.rejects(limit.bounded({ account: 'victim', address: '10.8.8.9' }, h.task), HashQueueFull, 'the account is over its share, whatever the address');
+  const other = limit.bounded({ account: 'bee', address: '10.0.0.2' }, h.task);
+  t.same(limit.load(), { running: 1, queued: 7 }, 'another caller still waits');
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([...byAddress, ...byAccount, other]);
+});
+
+t.test('when a flood waits, then the time bound counts only the tasks that would go ahead of a newcomer', async (t) => {
+  const limit = limitConcurrency(2, { maxWaitMs: 100 }, 50);
+  const h = held();
+  const admitted = [limit.bounded({ account: 'a', address: '10.9.9.9' }, h.task), limit.bounded({ account: 'b', address: '10.9.9.9' }, h.task)];
+  for (let i = 0; i < 4; i++) admitted.push(limit.bounded({ account: `q${i}`, address: '10.9.9.9' }, h.task));
+  // four of one address wait (by their total, 125 ms for a fifth); a newcomer waits for one of them: 50 ms
+  admitted.push(limit.bounded({ account: 'bee', address: '10.0.0.2' }, h.task));
+  t.same(limit.load(), { running: 2, queued: 5 }, 'the newcomer is admitted');
+  await t.rejects(limit.bounded({ account: 'q9', address: '10.9.9.9' }, h.task), HashQueueFull, 'a fifth of the address would wait for all: refused');
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all(admitted);
 });
 
 t.test('when the tasks ahead would take longer than maxWaitMs by their measured run time, then a bounded task is refused', async (t) => {

@@ -46,6 +46,8 @@ t.test('NODE_ID: the host name and process id unless set; a plain name of at mos
 t.test('IDEMPOTENCY_TTL_H: 24 hours unless set; an integer from 1 hour to a year', async (t) => {
   t.equal(loadConfig({}).idempotencyTtlH, 24);
   t.equal(loadConfig({ IDEMPOTENCY_TTL_H: '48' }).idempotencyTtlH, 48);
+  t.equal(loadConfig({}).idempotencyKeysMax, 500_000, 'IDEMPOTENCY_KEYS_MAX');
+  t.equal(loadConfig({ IDEMPOTENCY_KEYS_MAX: '20' }).idempotencyKeysMax, 20);
   for (const bad of ['0', '8761', '1.5', 'a day']) {
     t.throws(() => loadConfig({ IDEMPOTENCY_TTL_H: bad }), new ConfigError(`IDEMPOTENCY_TTL_H must be an integer between 1 and 8760, got "${bad}"`), bad);
   }

@@ -71,6 +71,7 @@ import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { writeWebhookDeliveries } from './webhooks.js';
+import { keepsAnswer, keyStripeCaps, roomForKey } from '../../domain/idempotency.js';
 
 /** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
 function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
@@ -130,14 +131,47 @@ const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
 // The Idempotency-Key, claimed first in the unit of work: inserted, or taken over when past its
 // retention (created at or before $5). A unit of work with the same key that has not ended holds the row: this one
 // waits for it, then finds the key taken (no row returned) and reads its answer.
-const KEY_CLAIM = `INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
-  ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
-    WHERE idempotency_keys.created_at <= $5
-  RETURNING 1`;
+// With it, whether the row is new (xmax 0: inserted, not taken over) and the keys the user held
+// as this transaction began (the early refusal; the exact count is taken by KEY_COUNTED).
+const KEY_CLAIM = `WITH claimed AS (
+    INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
+    ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
+      WHERE idempotency_keys.created_at <= $5
+    RETURNING xmax = 0 AS fresh
+  )
+  SELECT fresh, (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE user_id = $1) AS held FROM claimed`;
+/** the stripes a user's keys are counted in (schema.ts idempotencyKeyCounts) */
+const KEY_STRIPES = 16;
+// A new key counted, near the end of its unit of work, in a stripe below its share ($2, by
+// stripe) that no other write holds (SKIP LOCKED; locked until the COMMIT): no row when every
+// stripe with room is held or there is none (KEY_COUNTED_WAIT then).
+const KEY_COUNTED = `WITH pick AS (
+    SELECT stripe FROM idempotency_key_counts WHERE user_id = $1 AND keys < ($2::int[])[stripe + 1]
+    ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED
+  )
+  UPDATE idempotency_key_counts k SET keys = k.keys + 1 FROM pick WHERE k.user_id = $1 AND k.stripe = pick.stripe
+  RETURNING k.stripe`;
+// the same, waiting for a stripe held by another write (its share is checked again once it is
+// released); no row: every stripe is at its share, the user holds the bound
+const KEY_COUNTED_WAIT = KEY_COUNTED.replace('FOR UPDATE SKIP LOCKED', 'FOR UPDATE');
+// a user's stripes, made at its first key
+const KEY_STRIPES_MADE = `INSERT INTO idempotency_key_counts (user_id, stripe, keys)
+  SELECT $1, s, 0 FROM generate_series(0, ${KEY_STRIPES - 1}) AS s ON CONFLICT DO NOTHING`;
 const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
-const KEY_STORE = `UPDATE idempotency_keys SET answer = $3 WHERE user_id = $1 AND key = $2`;
-const KEY_SWEEP = `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
-    SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`;
+// the answer, and the stripe a new key was counted in (null: one taken over keeps its own)
+const KEY_STORE = `UPDATE idempotency_keys SET answer = $3, stripe = coalesce($4, stripe) WHERE user_id = $1 AND key = $2`;
+// the keys' counts lowered with them; created_at checked again on the row deleted, so a key
+// taken over meanwhile (KEY_CLAIM, created now) is not swept
+const KEY_SWEEP = `WITH gone AS (
+    DELETE FROM idempotency_keys WHERE (user_id, key) IN (
+      SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2) AND created_at < $1
+    RETURNING user_id, stripe
+  ), counted AS (
+    SELECT user_id, stripe, count(*)::int AS n FROM gone GROUP BY user_id, stripe
+  ), lowered AS (
+    UPDATE idempotency_key_counts k SET keys = k.keys - counted.n FROM counted WHERE k.user_id = counted.user_id AND k.stripe = counted.stripe
+  )
+  SELECT coalesce(sum(n), 0)::int AS removed FROM counted`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
@@ -151,6 +185,13 @@ const PG_INT8_MAX = 9223372036854775807n;
 /** an id the database can hold: a larger one names no row (int8 would reject it) */
 function inRange(id: number): boolean {
   return Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
+}
+
+/** an outcome whose unit of work is rolled back, its key claim with it: a refusal, or a key past the bound */
+class Unkept extends Error {
+  constructor(readonly outcome: Outcome) {
+    super('rolled back: an outcome that keeps no key');
+  }
 }
 
 /** a device the unit of work read (matched, or of a stored assignment) was deleted before its events were written */
@@ -408,19 +449,29 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   /**
-   * The key claimed in this transaction (null: go on and write), or the answer to give instead:
-   * the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
+   * The key claimed in this transaction (whether it is new, and the keys the user held), or the
+   * answer to give instead: the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
    */
-  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | null> {
+  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | { fresh: boolean; held: number }> {
     // a key found taken can be swept (past its retention by another node's clock) before it is
     // read: then it is claimed again
     for (let attempt = 0; attempt < 2; attempt += 1) {
-      const claimed = await rows(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
-      if (claimed.length > 0) return null;
+      const [claimed] = await rows<{ fresh: boolean; held: number | string }>(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
+      if (claimed) return { fresh: claimed.fresh, held: Number(claimed.held) };
       const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
       if (stored) return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
     }
     throw new Error('an Idempotency-Key found taken, then gone, twice');
+  }
+
+  /** the stripe a new key of the user is counted in, or null when the user holds the bound */
+  private async countKey(c: Client, userId: number, max: number): Promise<number | null> {
+    const caps = keyStripeCaps(max, KEY_STRIPES);
+    const [free] = await rows<{ stripe: number }>(c, KEY_COUNTED, [userId, caps]);
+    if (free) return free.stripe;
+    await c.query(KEY_STRIPES_MADE, [userId]);
+    const [waited] = await rows<{ stripe: number }>(c, KEY_COUNTED_WAIT, [userId, caps]);
+    return waited ? waited.stripe : null;
   }
 
   async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
@@ -432,7 +483,8 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   async sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number> {
-    return (await this.pool.query(KEY_SWEEP, [createdBefore, limit])).rowCount ?? 0;
+    const [swept] = await rows<{ removed: number }>(this.pool, KEY_SWEEP, [createdBefore, limit]);
+    return swept?.removed ?? 0;
   }
 
   /**
@@ -447,16 +499,33 @@ export class PgIncidents implements IncidentStorePort {
     return outcome;
   }
 
-  private committed(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
+  private async committed(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
     const claim = options.idempotency;
     if (!claim) return this.unitOfWork((c) => this.change(c, caller, locator, decide, options));
-    return this.unitOfWork(async (c): Promise<Outcome> => {
-      const answered = await this.claim(c, caller, claim, options.now);
-      if (answered) return answered;
-      const outcome = await this.change(c, caller, locator, decide, options);
-      await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome))]);
-      return outcome;
-    });
+    const exhausted: Outcome = { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: claim.maxKeys } };
+    try {
+      return await this.unitOfWork(async (c): Promise<Outcome> => {
+        const claimed = await this.claim(c, caller, claim, options.now);
+        if ('ok' in claimed) return claimed;
+        // a new key past the bound: refused before deciding, as SQLite refuses it
+        if (claimed.fresh && !roomForKey(claimed.held, claim.maxKeys)) throw new Unkept(exhausted);
+        const outcome = await this.change(c, caller, locator, decide, options);
+        // a refusal wrote nothing and keeps no key: rolled back, the claim with it
+        if (!keepsAnswer(outcome)) throw new Unkept(outcome);
+        // a new key counted near the end (its stripe's lock held only to the COMMIT), exactly:
+        // past the bound, the write is rolled back
+        let stripe: number | null = null;
+        if (claimed.fresh) {
+          stripe = await this.countKey(c, caller.id, claim.maxKeys);
+          if (stripe === null) throw new Unkept(exhausted);
+        }
+        await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome)), stripe]);
+        return outcome;
+      });
+    } catch (err) {
+      if (err instanceof Unkept) return err.outcome;
+      throw err;
+    }
   }
 
   /** the read, decision and write of a unit of work, inside its transaction */

@@ -14,6 +14,7 @@ import { utc } from '../../domain/time.js';
 import { assignmentChanges } from '../../domain/response.js';
 import { answerOf, replayOf, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
 import { writeWebhookDeliveries } from './webhooks.js';
+import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
@@ -103,10 +104,16 @@ export class IncidentStore {
       keyAnswer: p(`SELECT fingerprint, created_at AS createdAt, answer FROM idempotency_keys WHERE user_id = ? AND key = ?`),
       // a key past its retention is replaced
       keyStore: p(`INSERT OR REPLACE INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES (?, ?, ?, ?, ?)`),
+      // the keys a user holds (schema.ts idempotencyKeyCounts): read before a new key, raised with it
+      // (one writer at a time here: stripe 0 alone, its share the whole bound)
+      keysHeld: p(`SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE user_id = ?`).pluck(),
+      keyCounted: p(`INSERT INTO idempotency_key_counts (user_id, stripe, keys) VALUES (?, 0, 1) ON CONFLICT (user_id, stripe) DO UPDATE SET keys = keys + 1`),
       keySweep: p(
         `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
-           SELECT user_id, key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`,
+           SELECT user_id, key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)
+         RETURNING user_id AS userId, stripe`,
       ),
+      keysSwept: p(`UPDATE idempotency_key_counts SET keys = keys - ? WHERE user_id = ? AND stripe = ?`),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -237,7 +244,18 @@ export class IncidentStore {
 
   /** up to `limit` Idempotency-Keys created before `createdBefore`, oldest first, removed */
   sweepIdempotencyKeys(createdBefore: string, limit: number): number {
-    return this.st.keySweep.run(createdBefore, limit).changes;
+    return this.atomically(() => {
+      const gone = this.st.keySweep.all(createdBefore, limit) as { userId: number; stripe: number }[];
+      const counted = new Map<string, { userId: number; stripe: number; n: number }>();
+      for (const { userId, stripe } of gone) {
+        const at = `${userId}:${stripe}`;
+        const c = counted.get(at);
+        if (c) c.n += 1;
+        else counted.set(at, { userId, stripe, n: 1 });
+      }
+      for (const c of counted.values()) this.st.keysSwept.run(c.n, c.userId, c.stripe);
+      return gone.length;
+    });
   }
 
   /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */
@@ -317,8 +335,17 @@ export class IncidentStore {
       if (stored && stored.createdAt > claim.keptAfter) {
         return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
       }
+      // a new key is counted (one past its retention is replaced: the count stands); the whole
+      // write runs in one synchronous transaction, so the count read is the count written
+      const fresh = stored === undefined;
+      if (fresh && !roomForKey(this.st.keysHeld.get(caller.id) as number, claim.maxKeys)) {
+        return { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: claim.maxKeys } };
+      }
       const outcome = this.change(caller, locator, decide, options);
+      // a refusal wrote nothing and keeps no key: a retry is decided again
+      if (!keepsAnswer(outcome)) return outcome;
       this.st.keyStore.run(caller.id, claim.key, claim.fingerprint, options.now, JSON.stringify(answerOf(outcome)));
+      if (fresh) this.st.keyCounted.run(caller.id);
       return outcome;
     });
   }

@@ -134,8 +134,29 @@ export const idempotencyKeys = sqliteTable(
     fingerprint: text('fingerprint').notNull(),
     createdAt: text('created_at').notNull(),
     answer: text('answer').notNull(),
+    /** the idempotency_key_counts stripe the key is counted in (SQLite: always 0) */
+    stripe: integer('stripe').notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.userId, t.key] }), index('idempotency_keys_created_at').on(t.createdAt)],
+);
+
+/**
+ * How many rows of idempotency_keys each user holds (issue 36), in stripes (domain/idempotency.ts
+ * keyStripeCaps): raised in the unit of work that stores a new key, lowered by the sweep that
+ * removes keys, so the bound IDEMPOTENCY_KEYS_MAX is checked without counting the user's keys.
+ * SQLite writes one at a time and uses stripe 0 alone; PostgreSQL spreads a user's concurrent
+ * writes over 16, so they do not queue for one row lock.
+ */
+export const idempotencyKeyCounts = sqliteTable(
+  'idempotency_key_counts',
+  {
+    userId: integer('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    stripe: integer('stripe').notNull(),
+    keys: integer('keys').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.stripe] })],
 );
 
 /**

@@ -11,9 +11,9 @@ import { at, ok, world, type StorageFactory, type World } from './world.js';
 const BODY = { originId: 'CAD-1', type: 'FIRE', latitude: 51.5, longitude: -0.1, priority: 2 };
 
 /** the change, written with a claim on `key` (created at `now`; kept while created after `keptAfter`) */
-function claimed(w: World, caller: Caller, change: Change, key: string, fingerprint: string, keptAfter = at(-1_000_000)): Promise<Outcome> {
+function claimed(w: World, caller: Caller, change: Change, key: string, fingerprint: string, keptAfter = at(-1_000_000), maxKeys = 1_000): Promise<Outcome> {
   if (!change.ok) throw new Error('a change refused before the store');
-  const idempotency: IdempotencyClaim = { key, fingerprint, keptAfter };
+  const idempotency: IdempotencyClaim = { key, fingerprint, keptAfter, maxKeys };
   return w.incidents.write(caller, change.locator, change.decide, { ...change.options, idempotency });
 }
 
@@ -87,20 +87,25 @@ export async function idempotencyContract(t: Test, factory: StorageFactory): Pro
       t.notOk(theirs.replayed, 'the same key of another user is another key');
     });
 
-    t.test('when a claimed write is refused, then the refusal is the key’s answer; when it throws, then nothing is stored with the key', async (t) => {
+    t.test('when a claimed write is refused, then nothing is stored with the key and a retry is decided again; likewise when it throws', async (t) => {
       const w = await world(t, factory);
       const cad = await w.user('CAD');
+      const empty = await w.snapshot();
       const refused = await claimed(w, cad, update(w, cad), 'early', 'f');
       t.same(refused, { ok: false, refusal: { code: 'NOT_FOUND' } });
+      t.same(await w.snapshot(), empty, 'the refusal wrote nothing');
+      t.equal(await w.incidents.sweepIdempotencyKeys(at(1_000_000), 100), 0, 'and stored no key (issue 36)');
       ok(t, await w.create(cad, 'CAD-1'));
-      t.same(await claimed(w, cad, update(w, cad), 'early', 'f'), { ok: false, refusal: { code: 'NOT_FOUND' }, replayed: true }, 'the stored refusal');
+      const decided = ok(t, await claimed(w, cad, update(w, cad), 'early', 'f'));
+      t.notOk(decided.replayed, 'the retry is decided again, on the incident as it is now');
+      t.equal(ok(t, await claimed(w, cad, update(w, cad), 'early', 'f')).replayed, true, 'and its success is the key’s answer');
 
       const failing = update(w, cad, { description: 'never' });
       if (!failing.ok) throw new Error('unexpected');
       const before = await w.snapshot();
       const boom = w.incidents.write(cad, failing.locator, () => {
         throw new Error('a bug in decide');
-      }, { ...failing.options, idempotency: { key: 'failed', fingerprint: 'f', keptAfter: at(-1_000_000) } });
+      }, { ...failing.options, idempotency: { key: 'failed', fingerprint: 'f', keptAfter: at(-1_000_000), maxKeys: 1_000 } });
       await t.rejects(boom, /a bug in decide/);
       t.same(await w.snapshot(), before);
       const retried = ok(t, await claimed(w, cad, update(w, cad, { description: 'now' }), 'failed', 'f'));
@@ -146,6 +151,41 @@ export async function idempotencyContract(t: Test, factory: StorageFactory): Pro
       t.equal(updates.filter((o) => o.ok && !o.replayed).length, 1, 'one update');
       t.match(await w.incidents.read(cad, (made[0] as { incident: { id: number } }).incident.id), { version: 2 });
       t.equal((await w.eventsOf(e1.id)).length, 2, 'one stand-down of E1 (which supersedes its unsent assignment)');
+    });
+
+    t.test('when a user holds maxKeys keys, then a write with a new key is refused and writes nothing; a stored key still answers; a swept key frees its place', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      for (let i = 1; i <= 3; i += 1) ok(t, await claimed(w, cad, createChange(cad, { ...BODY, originId: `K-${i}` }, at(100 + i)), `k${i}`, 'f', at(-1_000_000), 3));
+      const refused = await claimed(w, cad, update(w, cad, {}, null), 'late', 'x', at(-1_000_000), 3);
+      t.same(refused, { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: 3 } }, 'a fourth key: refused');
+      const before = await w.snapshot();
+      t.same(await claimed(w, cad, createChange(cad, { ...BODY, originId: 'K-4' }, w.now()), 'late', 'y', at(-1_000_000), 3), refused, 'a create with a fourth key');
+      t.same(await w.snapshot(), before, 'wrote nothing');
+      t.equal(ok(t, await claimed(w, cad, createChange(cad, { ...BODY, originId: 'K-2' }, w.now()), 'k2', 'f', at(-1_000_000), 3)).replayed, true, 'a stored key answers');
+      const stranger = await w.user('Stranger');
+      ok(t, await claimed(w, stranger, createChange(stranger, { ...BODY, originId: 'S-1' }, at(150)), 'k9', 'f', at(-1_000_000), 3), 'another user has keys of its own');
+      const takeOver = updateChange(cad, { originId: 'K-1' }, { ...BODY, originId: 'K-1', description: 'again' }, at(200));
+      t.notOk(ok(t, await claimed(w, cad, takeOver, 'k1', 'other', at(102), 3)).replayed, 'a key past its retention is taken over: no new place needed');
+      t.equal(await w.incidents.sweepIdempotencyKeys(at(103), 10), 1, 'k2 swept (k1 was taken over, k3 is not before the instant)');
+      ok(t, await claimed(w, cad, createChange(cad, { ...BODY, originId: 'K-5' }, at(201)), 'late', 'z', at(-1_000_000), 3), 'its place is free again');
+      t.same(await claimed(w, cad, createChange(cad, { ...BODY, originId: 'K-6' }, at(202)), 'later', 'z', at(-1_000_000), 3), refused, 'and taken');
+    });
+
+    t.test('when 50 writes with new keys run at once around the bound, then exactly the bound is stored', async (t) => {
+      const w = await world(t, factory);
+      const cad = await w.user('CAD');
+      for (let i = 0; i < 15; i += 1) ok(t, await claimed(w, cad, createChange(cad, { ...BODY, originId: `P-${i}` }, w.now()), `p${i}`, 'f', at(-1_000_000), 20));
+      const now = w.now();
+      const outcomes = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => claimed(w, cad, createChange(cad, { ...BODY, originId: `C-${i}` }, now), `c${i}`, 'f', at(-1_000_000), 20)),
+      );
+      const made = outcomes.filter((o) => o.ok);
+      t.equal(made.length, 5, 'five more keys, to the bound of 20');
+      t.ok(outcomes.every((o) => o.ok || (o.refusal.code === 'IDEMPOTENCY_KEYS_EXHAUSTED')), 'the rest refused for the bound');
+      t.equal((await w.snapshot()).incidents.length, 20, 'an incident for each stored key, none for a refused one');
+      const swept = await w.incidents.sweepIdempotencyKeys(at(1_000_000), 100);
+      t.equal(swept, 20, 'twenty keys were stored');
     });
 
     t.test('when keys are swept, then those created before the instant go, oldest first and no more than the limit; a swept key is a new key', async (t) => {

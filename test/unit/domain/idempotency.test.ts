@@ -1,7 +1,7 @@
 // The Idempotency-Key's syntax (an RFC 8941 sf-string, as the IETF httpapi draft says) and the
 // canonical body a request's fingerprint is made of (domain/idempotency.ts).
 import t from 'tap';
-import { canonicalJson, IDEMPOTENCY_KEY_MAX, parseIdempotencyKey, preconditionIdentity, requestIdentity } from '../../../src/domain/idempotency.js';
+import { canonicalJson, IDEMPOTENCY_KEY_MAX, keepsAnswer, keyStripeCaps, parseIdempotencyKey, preconditionIdentity, requestIdentity, roomForKey } from '../../../src/domain/idempotency.js';
 
 t.test('when the key is an sf-string, then its content is the key, escapes undone', async (t) => {
   t.same(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"'), { ok: true, key: '8e03978e-40d5-43e8-bc93-6894a57f9324' });
@@ -74,4 +74,17 @@ t.test('when two If-Match headers name the same tags of ours, then they are one 
   t.equal(preconditionIdentity(null, undefined), null);
   t.equal(preconditionIdentity([], ' W/"12-3" '), 'W/"12-3"', 'no tag of ours: as sent (it always fails)');
   t.not(preconditionIdentity([], 'W/"12-3"'), preconditionIdentity(null, undefined), 'and never the same as no If-Match');
+});
+
+t.test('when the key bound is shared out over stripes, then the shares add up to it and differ by at most one (issue 36)', async (t) => {
+  for (const [max, stripes] of [[20, 16], [500_000, 16], [3, 16], [1, 1], [7, 3]] as const) {
+    const caps = keyStripeCaps(max, stripes);
+    t.equal(caps.length, stripes);
+    t.equal(caps.reduce((a, b) => a + b, 0), max, `${max} over ${stripes}`);
+    t.ok(Math.max(...caps) - Math.min(...caps) <= 1);
+  }
+  t.ok(roomForKey(19, 20));
+  t.notOk(roomForKey(20, 20));
+  t.ok(keepsAnswer({ ok: true }));
+  t.notOk(keepsAnswer({ ok: false }), 'a refusal keeps no key');
 });
