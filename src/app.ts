@@ -29,7 +29,7 @@ import type { Config } from './config.js';
 import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
 import { registerSockets } from './http/sockets.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
-import { createServer, guardStorage } from './http/server.js';
+import { createServer, guardStorage, registerParsing } from './http/server.js';
 import { registerPages } from './http/pages.js';
 import { registerOperations } from './http/operations.js';
 import { loadSpec } from './http/spec.js';
@@ -64,10 +64,11 @@ export interface AppDeps {
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; jobs: AppJobs }> {
   const { config, bus, presence } = deps;
   const clock = deps.clock ?? systemClock;
-  const app = await createServer(config, deps.logger);
+  const app = createServer(config, deps.logger);
   const metrics = deps.metrics ?? noMetrics;
   const storage = deps.storage(app.log, presence, metrics);
   guardStorage(app, storage, metrics);
+  await registerParsing(app);
   app.addHook('onClose', async () => storage.close());
   const identity = storage.identity;
   const access = new Access(identity);

@@ -36,7 +36,7 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
 
 type ServerSettings = Pick<Config, 'logLevel' | 'trustProxy' | 'requestTimeoutS' | 'connectionsMax' | 'connectionsPerAddressMax'>;
 
-export async function createServer(config: ServerSettings, logger?: FastifyServerOptions['logger']): Promise<FastifyInstance> {
+export function createServer(config: ServerSettings, logger?: FastifyServerOptions['logger']): FastifyInstance {
   // one log line every 10 s at most, however many clients are cut off (set once app.log exists)
   let cutOffLog = (_address: string): void => {};
   const app = Fastify({
@@ -71,6 +71,15 @@ export async function createServer(config: ServerSettings, logger?: FastifyServe
     refusalLog((refused, address) => app.log.warn({ refused, lastAddress: address }, 'connections refused: over the connection cap')),
   );
   app.setValidatorCompiler(validatorCompiler());
+  return app;
+}
+
+/**
+ * How requests are read: JSON and form bodies, cookies, and what authentication sets on a request.
+ * Registered after guardStorage, whose onRequest hook is the first of every request (cookies are
+ * parsed in the next one).
+ */
+export async function registerParsing(app: FastifyInstance): Promise<void> {
   // JSON bodies: UTF-8, nested at most MAX_JSON_DEPTH levels, well-formed strings (http/validation.ts).
   // problem+json appears in the spec only as a response type; parsed like JSON if ever sent.
   app.removeContentTypeParser('application/json');
@@ -80,7 +89,6 @@ export async function createServer(config: ServerSettings, logger?: FastifyServe
   app.decorateRequest('principal', null);
   app.decorateRequest('credentialsRejected', false);
   app.decorateRequest('scraper', false);
-  return app;
 }
 
 /**
