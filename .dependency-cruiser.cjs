@@ -46,6 +46,13 @@ module.exports = {
       to: { path: '^src/(services|http|push)/' },
     },
     {
+      name: 'adapters-take-settings-as-arguments',
+      comment: 'An adapter never reads src/config.ts: main.ts reads the configuration and passes each adapter its settings (DESIGN section 1, 2026-11-28).',
+      severity: 'error',
+      from: { path: '^src/adapters/' },
+      to: { path: '^src/config\\.ts$' },
+    },
+    {
       name: 'drivers-only-in-adapters',
       comment: 'Only src/adapters talks to the database drivers.',
       severity: 'error',

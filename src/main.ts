@@ -4,6 +4,7 @@
 import './node-version.js';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
+import type { AppJobs } from './jobs.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { openDatabase } from './adapters/sqlite/db.js';
 import { Checkpointer } from './adapters/sqlite/engine/checkpointer.js';
@@ -20,6 +21,8 @@ import { httpWebhookTransport } from './adapters/shared/webhook-http.js';
 
 interface Started {
   app: FastifyInstance;
+  /** the background jobs (jobs.ts): started once the server listens, stopped first at shutdown */
+  jobs: AppJobs;
   /** after app.close(): what the adapter still holds (threads, connections) */
   release(): Promise<void>;
   /** a sync to disk failed: exit without a last checkpoint (SQLite) */
@@ -70,9 +73,10 @@ async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
   });
   // one node: the bus and presence live in this process
   const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
-  app = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics, webhookTransport: httpWebhookTransport() });
+  const composed = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics, webhookTransport: httpWebhookTransport() });
+  app = composed.app;
   return {
-    app,
+    ...composed,
     failed: () => storageFailed,
     async release() {
       await checkpointer?.stop();
@@ -98,7 +102,7 @@ async function onPostgres(config: Config, url: string, metrics: Metrics): Promis
   const presence = new PgPresence(storage.db.$client, config.nodeId, bus, log);
   await presence.start();
   const pgBus = bus;
-  app = await buildApp({
+  const composed = await buildApp({
     config,
     metrics,
     storage: (l, p) => {
@@ -111,8 +115,9 @@ async function onPostgres(config: Config, url: string, metrics: Metrics): Promis
     presence,
     webhookTransport: httpWebhookTransport(),
   });
+  app = composed.app;
   return {
-    app,
+    ...composed,
     failed: () => false,
     async release() {
       await presence.close();
@@ -148,6 +153,8 @@ async function main(): Promise<void> {
     }, 10_000);
     timer.unref();
     try {
+      // the jobs first (a webhook attempt under way ends, a sweep ends its batch), then the server
+      await started.jobs.stop();
       await app.close();
       // after a failed fsync, no checkpoint: the restart recovers from what the disk has
       if (started.failed()) process.exit(1);
@@ -162,6 +169,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
+  started.jobs.start();
   app.log.info(started.describe, 'CAD incident integration service ready');
 }
 

@@ -8,7 +8,7 @@ import type { Clock } from '../ports/clock.js';
 import { UniqueViolation, type DeviceRecord, type IdentityPort, type UserRecord } from '../ports/identity.js';
 import type { Access } from './access.js';
 import type { Authenticator, Principal } from './authenticator.js';
-import { requireWritable } from './users.js';
+import { requireWritable } from './writable.js';
 
 /** the device fields a request sends (the spec's DeviceWrite) */
 export interface DeviceFields {

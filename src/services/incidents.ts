@@ -31,7 +31,7 @@ import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from '../domain/idempotency.js';
 export const KEY_SWEEP_BATCH = 500;
 /**
  * The most steps one sweep takes (the rest waits for the next sweep; a key past its retention is
- * taken as new anyway): 100 000 keys per sweep, every IDEMPOTENCY_SWEEP_MS (10 s) in app.ts, so
+ * taken as new anyway): 100 000 keys per sweep, every IDEMPOTENCY_SWEEP_MS (10 s: services/idempotency-sweeper.ts), so
  * the sweep keeps up with 10 000 keyed writes a second, above what one node writes: the table
  * holds about IDEMPOTENCY_TTL_H of keys, no more. Each step is one write of its own (a group
  * commit's operation on SQLite): writes go on between steps.

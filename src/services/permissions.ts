@@ -5,7 +5,7 @@ import type { IdentityPort } from '../ports/identity.js';
 import type { IncidentStorePort } from '../ports/incidents.js';
 import type { Access } from './access.js';
 import type { Principal } from './authenticator.js';
-import { requireWritable } from './users.js';
+import { requireWritable } from './writable.js';
 
 export type Link = { kind: 'device'; userId: number; id: number } | { kind: 'managedUser'; userId: number; id: number } | { kind: 'incident'; userId: number; id: number };
 

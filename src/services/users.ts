@@ -7,6 +7,7 @@ import { UniqueViolation, type IdentityPort, type UserChanges, type UserRecord }
 import type { Access } from './access.js';
 import type { Authenticator, Principal } from './authenticator.js';
 import { hashPassword } from './secrets.js';
+import { requireWritable } from './writable.js';
 
 /** the user fields a request may send (the spec's UserFields) */
 export interface UserFields {
@@ -75,10 +76,6 @@ function columns(body: UserFields): UserChanges {
 
 function emailTaken(): Refused {
   return new Refused('EMAIL_TAKEN', 'Another user already has this email.');
-}
-
-export function requireWritable(p: Principal): void {
-  if (p.user.readonly) throw refuse.readonly();
 }
 
 export class UserService {

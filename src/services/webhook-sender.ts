@@ -53,7 +53,8 @@ export class WebhookSender {
   private readonly o: Required<Omit<SenderOptions, 'random'>> & { random: () => number };
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private stopped = false;
+  /** until start(): a wake() before it (an incident written) starts no round */
+  private stopped = true;
   private readonly inFlight = new Map<number, Promise<void>>();
   /** this node's deliveries in flight, by owner (the fair share's `held`) */
   private readonly held = new Map<number, number>();

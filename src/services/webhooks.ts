@@ -26,7 +26,7 @@ import type { Clock } from '../ports/clock.js';
 import type { UserRecord } from '../ports/identity.js';
 import type { DeliveryRecord, WebhookRecord, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
 import type { Principal } from './authenticator.js';
-import { requireWritable } from './users.js';
+import { requireWritable } from './writable.js';
 
 /** the fields a request sends (the spec's WebhookWrite) */
 export interface WebhookBody {

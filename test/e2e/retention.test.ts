@@ -1,5 +1,5 @@
 // Retention end to end (issue 29): a real server, a real device socket, the app's own sweeper
-// (app.retention) on a clock moved past RETENTION_DAYS. A swept event is gone from
+// (jobs.each.retention, src/jobs.ts) on a clock moved past RETENTION_DAYS. A swept event is gone from
 // GET /api/events; the device, reconnecting after its pushes were swept, gets only what it has
 // not had, numbered after its last pushId.
 import t from 'tap';
@@ -32,7 +32,7 @@ t.test('when delivered pushes are older than RETENTION_DAYS, then a sweep remove
   t.equal(i3.status, 202, 'the device is offline: queued');
   t.equal((await events(s.app, `?deviceId=${w.a7}`)).length, 3, 'before the sweep: three events');
 
-  const removed = await s.app.retention.sweep();
+  const removed = await s.jobs.each.retention.sweep();
   t.same(removed, { events: 2, incidentVersions: 2 }, 'the two delivered pushes and their incident versions');
   const left = await events(s.app, `?deviceId=${w.a7}`);
   t.same(left.map((e) => [e.incidentId, e.state]), [[idOf(i3), 'PENDING']], 'only the young PENDING one is listed');

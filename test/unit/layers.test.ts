@@ -51,6 +51,7 @@ const cases: [string, string, Record<string, string>][] = [
   ['adapters-only-from-main', 'src/http/handler.ts', { ...adapter, 'src/http/handler.ts': "import { store } from '../adapters/sqlite/store.js';\nexport const h = store;\n" }],
   ['adapters-keep-to-themselves', 'src/adapters/memory/bus.ts', { ...adapter, 'src/adapters/memory/bus.ts': "import { store } from '../sqlite/store.js';\nexport const bus = store;\n" }],
   ['adapters-implement-ports', 'src/adapters/sqlite/a.ts', { 'src/services/s3.ts': 'export const s = 1;\n', 'src/adapters/sqlite/a.ts': "import { s } from '../../services/s3.js';\nexport const a = s;\n" }],
+  ['adapters-take-settings-as-arguments', 'src/adapters/postgres/db.ts', { 'src/config.ts': 'export type Level = 1;\n', 'src/adapters/postgres/db.ts': "import type { Level } from '../../config.js';\nexport const level: Level = 1;\n" }],
   ['push-over-ports', 'src/push/hub.ts', { 'src/services/s4.ts': 'export const s = 1;\n', 'src/push/hub.ts': "import { s } from '../services/s4.js';\nexport const hub = s;\n" }],
 ];
 

@@ -9,8 +9,8 @@ import { migrationsPath } from '../../paths.js';
 import * as schema from './schema.js';
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
-import type { Synchronous } from '../../config.js';
-export type { Synchronous };
+/** SQLite's `PRAGMA synchronous` levels (main.ts passes DB_SYNCHRONOUS: a level config.ts takes and this type lacks does not compile) */
+export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface OpenOptions {
   path: string; // ':memory:' for tests
