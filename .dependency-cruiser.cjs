@@ -5,10 +5,17 @@ module.exports = {
   forbidden: [
     {
       name: 'domain-is-pure',
-      comment: 'src/domain imports nothing but itself: no fastify, drizzle, sqlite, node I/O, or other layers.',
+      comment: 'src/domain imports nothing but itself (and the types generated from openapi.yaml: next rule): no fastify, drizzle, sqlite, node I/O, or other layers.',
       severity: 'error',
       from: { path: '^src/domain/' },
-      to: { pathNot: '^src/domain/' },
+      to: { pathNot: '^(src/domain/|generated/[^/]+[.]d[.]ts$)' },
+    },
+    {
+      name: 'domain-takes-only-types-from-generated',
+      comment: 'src/domain may name the spec\'s types (generated/*.d.ts, declarations with no code, e.g. the webhook payloads: domain/webhook-payloads.ts), with `import type` only.',
+      severity: 'error',
+      from: { path: '^src/domain/' },
+      to: { path: '^generated/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'ports-are-interfaces',

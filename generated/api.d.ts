@@ -764,17 +764,136 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "incident.delivery": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A push reached a device, or expired undelivered
+         * @description Sent when a push (`incidentAssigned` or `incidentDeassigned`) is acknowledged by its
+         *     device (`state: DELIVERED`) or expires undelivered after `PUSH_TTL_S` (`EXPIRED`),
+         *     written in the same transaction as that change. One per push.
+         */
+        post: operations["receiveIncidentDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "incident.response": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A responder answered
+         * @description Sent when a responder's answer moves its assignment forward (`POST /incidents/{id}/responses`,
+         *     or the device socket's `response` frame), written in the same transaction as the answer.
+         *     A repeated answer, a refused one or one that moves nothing sends nothing.
+         */
+        post: operations["receiveIncidentResponse"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "incident.closed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An incident was closed, or deleted while open
+         * @description Sent when an incident goes from OPEN to CLOSED (`deleted: false`), or is deleted while
+         *     open (`deleted: true`), written in the same transaction as that change.
+         */
+        post: operations["receiveIncidentClosed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
          * @description `incident.delivery`: a push reached a device (`state: DELIVERED`) or expired
          *     undelivered (`EXPIRED`). `incident.response`: a responder answered (see
          *     `POST /incidents/{id}/responses`). `incident.closed`: the incident was closed, or deleted while open
-         *     (`deleted: true`). Each event's `data` carries `incidentId` and `originId`.
+         *     (`deleted: true`). Each event's `data` carries `incidentId` and `originId`; the
+         *     document's `webhooks` section declares each event's body (`WebhookIncidentDelivery`,
+         *     `WebhookIncidentResponse`, `WebhookIncidentClosed`) and headers.
          * @enum {string}
          */
         WebhookEventType: "incident.delivery" | "incident.response" | "incident.closed";
+        /** @description The `data` of an `incident.delivery` webhook. */
+        WebhookIncidentDelivery: {
+            incidentId: components["schemas"]["Id"];
+            /** @description The incident's `originId` as it was when the push was written. */
+            originId: string;
+            deviceId: components["schemas"]["Id"];
+            /** @description The callsign the push was for, as the incident spelled it. */
+            callsign: string | null;
+            /** @description The push's event (`GET /events`). */
+            eventId: components["schemas"]["Id"];
+            /**
+             * @description The pushed event's type.
+             * @enum {string}
+             */
+            eventType: "incidentAssigned" | "incidentDeassigned";
+            /**
+             * @description `DELIVERED`: the device acknowledged it; `EXPIRED`: it was not acknowledged within `PUSH_TTL_S`.
+             * @enum {string}
+             */
+            state: "DELIVERED" | "EXPIRED";
+        };
+        /** @description The `data` of an `incident.response` webhook. */
+        WebhookIncidentResponse: {
+            incidentId: components["schemas"]["Id"];
+            originId: string;
+            /** @description The device that answered. */
+            deviceId: components["schemas"]["Id"];
+            /** @description The answer's `incidentResponse` event (`GET /events`). */
+            eventId: components["schemas"]["Id"];
+            /** @description The callsign the device answered for. */
+            callsign: string;
+            status: components["schemas"]["ResponseStatus"];
+            responseId: components["schemas"]["ResponseId"];
+            /**
+             * Format: date-time
+             * @description When the status was reached, as recorded (the device's time, no later than receipt and no earlier than the status it follows).
+             */
+            time: string;
+        };
+        /** @description The `data` of an `incident.closed` webhook. */
+        WebhookIncidentClosed: {
+            incidentId: components["schemas"]["Id"];
+            originId: string;
+            /**
+             * Format: date-time
+             * @description The incident's `timeClosed`; for an incident deleted while open, when it was deleted.
+             */
+            timeClosed: string;
+            /** @description `true` when the incident was deleted while open (it can no longer be read). */
+            deleted: boolean;
+        };
         /** @description Body of `POST /webhooks` and `PUT /webhooks/{id}`. `id`, `userId`, `createdAt`, `disabledReason` and `secret` are not accepted. */
         WebhookWrite: {
             url: string;
@@ -1257,6 +1376,31 @@ export interface components {
         };
     };
     responses: {
+        /** @description Taken (any 2xx): the delivery is DELIVERED. The body of the answer is ignored. */
+        WebhookTaken: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /** @description Gone: the delivery FAILED and the webhook is disabled (`enabled: false`, `disabledReason`) until a `PUT /webhooks/{id}` enables it again. */
+        WebhookGone: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /**
+         * @description Any other status, a redirect (never followed), or no answer within 10 s: tried again after
+         *     about 5 s, 5 min, 30 min, 2 h, 5 h, 10 h… (± 20 %), later if `Retry-After` asks on 429
+         *     or 5xx (at most 6 h), for up to 24 h after the event; then FAILED.
+         */
+        WebhookRetried: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
         /** @description The request is invalid; `errors` lists the failing fields. */
         BadRequest: {
             headers: {
@@ -1462,6 +1606,12 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The delivery's message id (`msg_` and 32 hex digits), the same on every attempt and on a redelivery; a receiver that already handled it can drop it. */
+        WebhookId: string;
+        /** @description When this attempt was signed, in whole seconds since 1970-01-01 UTC (Standard Webhooks); a receiver refuses one too far from its clock. */
+        WebhookTimestamp: string;
+        /** @description One `v1,<base64 HMAC-SHA256>` per secret signing (two for 24 h after a rotation), space-separated, over `<webhook-id>.<webhook-timestamp>.<body>` as Standard Webhooks says: verify it with any Standard Webhooks library and the `whsec_` secret. */
+        WebhookSignature: string;
         /** @description The database identifier, in decimal digits. */
         PathId: components["schemas"]["Id"];
         /**
@@ -2861,6 +3011,108 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    receiveIncidentDelivery: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery's message id (`msg_` and 32 hex digits), the same on every attempt and on a redelivery; a receiver that already handled it can drop it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in whole seconds since 1970-01-01 UTC (Standard Webhooks); a receiver refuses one too far from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description One `v1,<base64 HMAC-SHA256>` per secret signing (two for 24 h after a rotation), space-separated, over `<webhook-id>.<webhook-timestamp>.<body>` as Standard Webhooks says: verify it with any Standard Webhooks library and the `whsec_` secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "incident.delivery";
+                    /**
+                     * Format: date-time
+                     * @description When the push was acknowledged or expired.
+                     */
+                    timestamp: string;
+                    data: components["schemas"]["WebhookIncidentDelivery"];
+                };
+            };
+        };
+        responses: {
+            410: components["responses"]["WebhookGone"];
+            "2XX": components["responses"]["WebhookTaken"];
+            default: components["responses"]["WebhookRetried"];
+        };
+    };
+    receiveIncidentResponse: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery's message id (`msg_` and 32 hex digits), the same on every attempt and on a redelivery; a receiver that already handled it can drop it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in whole seconds since 1970-01-01 UTC (Standard Webhooks); a receiver refuses one too far from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description One `v1,<base64 HMAC-SHA256>` per secret signing (two for 24 h after a rotation), space-separated, over `<webhook-id>.<webhook-timestamp>.<body>` as Standard Webhooks says: verify it with any Standard Webhooks library and the `whsec_` secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "incident.response";
+                    /**
+                     * Format: date-time
+                     * @description When the service stored the answer (its `incidentResponse` event's `eventTime`).
+                     */
+                    timestamp: string;
+                    data: components["schemas"]["WebhookIncidentResponse"];
+                };
+            };
+        };
+        responses: {
+            410: components["responses"]["WebhookGone"];
+            "2XX": components["responses"]["WebhookTaken"];
+            default: components["responses"]["WebhookRetried"];
+        };
+    };
+    receiveIncidentClosed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The delivery's message id (`msg_` and 32 hex digits), the same on every attempt and on a redelivery; a receiver that already handled it can drop it. */
+                "webhook-id": components["parameters"]["WebhookId"];
+                /** @description When this attempt was signed, in whole seconds since 1970-01-01 UTC (Standard Webhooks); a receiver refuses one too far from its clock. */
+                "webhook-timestamp": components["parameters"]["WebhookTimestamp"];
+                /** @description One `v1,<base64 HMAC-SHA256>` per secret signing (two for 24 h after a rotation), space-separated, over `<webhook-id>.<webhook-timestamp>.<body>` as Standard Webhooks says: verify it with any Standard Webhooks library and the `whsec_` secret. */
+                "webhook-signature": components["parameters"]["WebhookSignature"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "incident.closed";
+                    /**
+                     * Format: date-time
+                     * @description When the incident was closed or deleted.
+                     */
+                    timestamp: string;
+                    data: components["schemas"]["WebhookIncidentClosed"];
+                };
+            };
+        };
+        responses: {
+            410: components["responses"]["WebhookGone"];
+            "2XX": components["responses"]["WebhookTaken"];
+            default: components["responses"]["WebhookRetried"];
         };
     };
 }

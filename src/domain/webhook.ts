@@ -2,8 +2,11 @@
 // addresses count as public, and what a delivery does after an attempt (done, retried when, or
 // failed). The clock and the random draw for jitter are passed in.
 
-export const WEBHOOK_EVENT_TYPES = ['incident.delivery', 'incident.response', 'incident.closed'] as const;
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+import { WEBHOOK_PAYLOADS, type WebhookEventType } from './webhook-payloads.js';
+
+export type { WebhookEventType, WebhookPayload } from './webhook-payloads.js';
+/** every event type of the spec, as each has a constructor (webhook-payloads.ts) */
+export const WEBHOOK_EVENT_TYPES = Object.keys(WEBHOOK_PAYLOADS) as readonly WebhookEventType[];
 
 /** webhooks one user may hold */
 export const WEBHOOKS_PER_USER_MAX = 20;
@@ -25,22 +28,6 @@ export const RETRY_AFTER_MAX_MS = 6 * 3600_000;
 export const DEFAULT_RETRY_SCHEDULE_MS: readonly number[] = [5_000, 5 * 60_000, 30 * 60_000, 2 * 3600_000, 5 * 3600_000, 10 * 3600_000];
 /** ± this share of each delay is drawn at random, so receivers coming back are not met by a herd */
 export const JITTER = 0.2;
-
-/** an event a webhook may carry: what the unit of work that causes it passes to the adapter */
-export interface WebhookEvent {
-  type: WebhookEventType;
-  incidentId: number;
-  originId: string;
-  /** when it happened (UTC, …sssZ): the body's `timestamp` */
-  timestamp: string;
-  /** more of `data` than incidentId and originId */
-  data: Record<string, unknown>;
-}
-
-/** the body every attempt sends, exactly (the signature covers these bytes) */
-export function webhookBody(event: WebhookEvent): string {
-  return JSON.stringify({ type: event.type, timestamp: event.timestamp, data: { incidentId: event.incidentId, originId: event.originId, ...event.data } });
-}
 
 export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 

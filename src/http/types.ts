@@ -1,9 +1,12 @@
 // Handler types derived from the generated `operations`: a handlers object that misses an
 // operationId, or reads a body field the spec does not have, does not compile.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { components, operations } from '../../generated/api.js';
+import type { components, operations, webhooks } from '../../generated/api.js';
 
-export type OperationId = keyof operations;
+/** the spec's `webhooks` operations: requests the service sends (domain/webhook-payloads.ts), not serves */
+type Sent = webhooks[keyof webhooks]['post'];
+/** the operations the service serves: every operation of the spec but the webhooks it sends */
+export type OperationId = { [K in keyof operations]: operations[K] extends Sent ? never : K }[keyof operations];
 export type Schemas = components['schemas'];
 
 type BodyOf<K extends OperationId> = operations[K] extends { requestBody?: { content: infer C } }

@@ -12,7 +12,7 @@
 // expirationTime: such a user's deliveries wait, PENDING, as a disabled webhook's do). Which
 // webhooks a claim takes from is not the store's choice: it reads the candidates inside the
 // claim's transaction and claims what `choose` (domain/webhook-share.ts) gives each.
-import type { AttemptOutcome, WebhookEvent, WebhookEventType } from '../domain/webhook.js';
+import type { AttemptOutcome, WebhookEventType, WebhookPayload } from '../domain/webhook.js';
 import type { ShareCandidate } from '../domain/webhook-share.js';
 
 export type { ShareCandidate };
@@ -109,8 +109,8 @@ export interface WebhookStorePort {
   countPending(): Promise<number>;
   /** a new PENDING delivery with the body and msgId of `deliveryId`, due now */
   redeliver(webhookId: number, deliveryId: number, now: string): Promise<DeliveryRecord | undefined>;
-  /** the deliveries `event` causes, in a transaction of their own; how many */
-  enqueue(event: WebhookEvent): Promise<number>;
+  /** the deliveries `payload` causes, in a transaction of their own; how many */
+  enqueue(payload: WebhookPayload): Promise<number>;
   claim(options: ClaimOptions): Promise<ClaimedDelivery[]>;
   /**
    * The attempt recorded and the delivery settled as `outcome` says (a 410 also disables the

@@ -4,12 +4,16 @@
 // sender runs against a transport that records what it would POST (the real receiver is the
 // e2e test's), signing with the real one (the standardwebhooks package).
 import t, { type Test } from 'tap';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { Webhook } from 'standardwebhooks';
 import { httpWebhookTransport } from '../../src/adapters/shared/webhook-http.js';
 import type { WebhookAnswer, WebhookRequest, WebhookTransport } from '../../src/ports/webhooks.js';
-import { adminAuth, basic, createUser, grant, json, makeApp } from '../fixtures/app.js';
+import { adminAuth, basic, bearer, createUser, grant, json, makeApp } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
+import { connect, until } from '../fixtures/sockets.js';
+import { checkedWebhook, SPEC_WEBHOOK_TYPES } from '../fixtures/webhook-payloads.js';
 
 /** names as a resolver would answer them */
 const DNS: Record<string, string[]> = {
@@ -175,4 +179,31 @@ t.test('when an incident is closed, then only webhooks whose owner sees it carry
   t.equal((await send(app, w.other, 'POST', `/api/webhooks/${mine.body.id}/deliveries/${first.id}/redeliver`)).status, 403);
   t.equal((await send(app, w.cad, 'POST', `/api/webhooks/${mine.body.id}/deliveries/999999/redeliver`)).status, 404);
   t.equal(json(await app.inject({ method: 'GET', url: `/api/webhooks/${mine.body.id}/deliveries?limit=1`, headers: { authorization: w.cad } })).length, 1);
+});
+
+t.test('when a push is acknowledged, its responder answers and the incident closes, then every event type of openapi.yaml’s webhooks is sent, each as its entry declares', async (t) => {
+  const { app, transport } = await build(t);
+  const w = await world(app);
+  await hook(app, w.cad, { events: [...SPEC_WEBHOOK_TYPES] });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const token = (await app.inject({ method: 'POST', url: `/api/devices/${w.a7}/token`, headers: { authorization: adminAuth() } })).body;
+  const device = await connect(t, `ws://127.0.0.1:${(app.server.address() as AddressInfo).port}/api/socket/device?token=${token}`);
+  const created = await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: 'ALL-1', resources: ['A7'] }));
+  const id = (created.body.incident ?? created.body).id as number;
+  const push = await until('the push', () => device.frames.find((f) => f.type === 'push'));
+  device.ack(push.pushId);
+  const responseId = randomUUID();
+  const answered = await app.inject({ method: 'POST', url: `/api/incidents/${id}/responses`, headers: { authorization: bearer(token) }, payload: { responseId, status: 'RESPONDING' } });
+  t.equal(answered.statusCode, 200);
+  await send(app, w.cad, 'PUT', `/api/incidents/${id}`, incidentBody({ originId: 'ALL-1', status: 'CLOSED' }));
+  // makeApp's transport refused (failing this test) any POST its webhooks entry does not declare
+  const sent = await until('one of each event type', () => {
+    const bodies = transport.posts.map((p) => checkedWebhook(p.body, p.headers));
+    return new Set(bodies.map((b) => b.type)).size >= SPEC_WEBHOOK_TYPES.length && bodies;
+  }, 10_000);
+  t.same([...new Set(sent.map((b) => b.type))].sort(), [...SPEC_WEBHOOK_TYPES].sort(), 'each event type of the spec, none other');
+  const of = (type: string) => sent.find((b) => b.type === type);
+  t.match(of('incident.delivery'), { data: { incidentId: id, originId: 'ALL-1', deviceId: w.a7, callsign: 'A7', eventId: push.event.id, eventType: 'incidentAssigned', state: 'DELIVERED' } });
+  t.match(of('incident.response'), { data: { incidentId: id, originId: 'ALL-1', deviceId: w.a7, callsign: 'A7', status: 'RESPONDING', responseId } });
+  t.match(of('incident.closed'), { data: { incidentId: id, originId: 'ALL-1', timeClosed: String, deleted: false } });
 });

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { projectRoot } from '../../src/paths.js';
 import { freePort, startServer } from '../fixtures/server-process.js';
+import { webhookViolation } from '../fixtures/webhook-payloads.js';
 
 const readme = readFileSync(join(projectRoot, 'README.md'), 'utf8');
 
@@ -48,6 +49,8 @@ t.test('when the quick start is pasted twice into a shell, then each run ends wi
     t.match(text, /device got \{"type":"push","pushId":\d+,"event":\{[^}]*"type":"incidentAssigned"/, `run ${run}: the device got the push`);
     t.match(text, /"state":"DELIVERED"/, `run ${run}: the push is shown delivered`);
     t.match(text, /verified msg_\S+: \{"type":"incident\.response",.*"status":"RESPONDING"/, `run ${run}: the receiver verified the signed answer`);
+    const bodies = [...text.matchAll(/^verified msg_\S+: (\{.*\})$/gm)].map((m) => m[1]!);
+    t.same(bodies.map((b) => webhookViolation(b)).filter(Boolean), [], `run ${run}: each body as openapi.yaml’s webhooks declare it`);
     t.match(text, /idempotent-replayed: true/i, `run ${run}: the retry was replayed`);
     t.match(text, /^200 "/m, `run ${run}: the update with the ETag passed`);
     t.match(text, /^412 "/m, `run ${run}: the stale update was refused`);

@@ -11,6 +11,7 @@ import { projectRoot } from '../../src/paths.js';
 import { PROCESS_ADMIN, basicOf, startServer } from '../fixtures/server-process.js';
 import { freshDatabase, pgSkip } from '../fixtures/postgres.js';
 import { until } from '../fixtures/sockets.js';
+import { webhookViolation } from '../fixtures/webhook-payloads.js';
 
 const admin = basicOf(PROCESS_ADMIN.email, PROCESS_ADMIN.password);
 const cad = basicOf('cad@example.test', 'cad-password-1');
@@ -54,7 +55,8 @@ t.test('when two nodes send one webhook’s deliveries, then each arrives once, 
     const d = await b.api('GET', `/webhooks/${hook.body.id}/deliveries`, cad);
     return d.body.length === N && d.body.every((x: { state: string }) => x.state === 'DELIVERED');
   }, 30_000);
-  const final = (await (await fetch(`${base}/control/log`)).json()) as typeof log;
+  const final = (await (await fetch(`${base}/control/log`)).json()) as (typeof log[number] & { body: string; headers: Record<string, string> })[];
+  t.same(final.map((x) => webhookViolation(x.body, x.headers)).filter(Boolean), [], 'each as openapi.yaml’s webhooks declare it');
   t.equal(final.length, N, 'no more arrived than were written');
   t.equal(new Set(final.map((x) => x.webhookId)).size, N, 'each webhook-id exactly once');
   t.ok(final.every((x) => x.verifiedBy.length === 1 && x.status === 204), 'each signed and taken');

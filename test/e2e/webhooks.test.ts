@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { projectRoot } from '../../src/paths.js';
 import { PROCESS_ADMIN, basicOf, startServer, type ServerProcess } from '../fixtures/server-process.js';
 import { connect, until } from '../fixtures/sockets.js';
+import { checkedWebhook } from '../fixtures/webhook-payloads.js';
 
 interface Received {
   webhookId: string;
@@ -46,7 +47,12 @@ async function receiver(t: Test): Promise<Receiver> {
   const put = async (path: string, body: unknown) => {
     await fetch(`${base}${path}`, { method: 'PUT', body: JSON.stringify(body) });
   };
-  const log = async () => (await (await fetch(`${base}/control/log`)).json()) as Received[];
+  // every delivery received, checked against openapi.yaml's webhooks entry for its type (headers too)
+  const log = async () => {
+    const got = (await (await fetch(`${base}/control/log`)).json()) as Received[];
+    for (const x of got) checkedWebhook(x.body, x.headers);
+    return got;
+  };
   return {
     url: `${base}/hook`,
     secrets: (s) => put('/control/secrets', s),
@@ -77,7 +83,7 @@ async function setUp(server: ServerProcess, r: Receiver, events: string[]) {
 }
 
 const env = { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_SCHEDULE_S: '0.2,0.2,0.2,0.2' };
-const parsed = (r: Received) => JSON.parse(r.body) as { type: string; timestamp: string; data: Record<string, unknown> };
+const parsed = (r: Received) => checkedWebhook(r.body);
 
 t.test('when a device takes a push and the incident closes, then the receiver gets each event once, signed; 500, 500, 200 is three attempts with one webhook-id; rotation signs twice; a tampered body fails; 410 disables', async (t) => {
   const r = await receiver(t);

@@ -35,6 +35,9 @@ t.test('when the layers are kept, then nothing is reported', async (t) => {
     violations({
       ...adapter,
       'src/domain/rule.ts': 'export const rule = 1;\n',
+      // the spec's generated types, named with `import type` (domain/webhook-payloads.ts)
+      'generated/api.d.ts': 'export interface components { x: number }\n',
+      'src/domain/typed.ts': "import type { components } from '../../generated/api.js';\nexport const typed = (c: components) => c.x;\n",
       'src/ports/port.ts': "import type { } from '../domain/rule.js';\nexport interface Port { x: number }\n",
       'src/services/use.ts': "import { rule } from '../domain/rule.js';\nimport type { Port } from '../ports/port.js';\nexport const use = (p: Port) => p.x + rule;\n",
       'src/main.ts': "import { store } from './adapters/sqlite/store.js';\nexport const main = store;\n",
@@ -46,6 +49,7 @@ t.test('when the layers are kept, then nothing is reported', async (t) => {
 // each case: the rule, and a file breaking it (with what it imports); all in one tree, one run
 const cases: [string, string, Record<string, string>][] = [
   ['domain-is-pure', 'src/domain/rule.ts', { 'src/ports/p1.ts': 'export const p = 1;\n', 'src/domain/rule.ts': "import { p } from '../ports/p1.js';\nexport const rule = p;\n" }],
+  ['domain-takes-only-types-from-generated', 'src/domain/untyped.ts', { 'generated/gen.d.ts': 'export declare const gen: number;\n', 'src/domain/untyped.ts': "import { gen } from '../../generated/gen.js';\nexport const untyped = gen;\n" }],
   ['ports-are-interfaces', 'src/ports/p2.ts', { 'src/services/s1.ts': 'export const s = 1;\n', 'src/ports/p2.ts': "import { s } from '../services/s1.js';\nexport const p = s;\n" }],
   ['services-see-domain-and-ports', 'src/services/s2.ts', { 'src/http/x.ts': 'export const x = 1;\n', 'src/services/s2.ts': "import { x } from '../http/x.js';\nexport const s = x;\n" }],
   ['adapters-only-from-main', 'src/http/handler.ts', { ...adapter, 'src/http/handler.ts': "import { store } from '../adapters/sqlite/store.js';\nexport const h = store;\n" }],

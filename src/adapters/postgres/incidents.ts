@@ -70,18 +70,13 @@ import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
+import { incidentClosedPayload } from '../../domain/webhook-payloads.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { keepsAnswer, keyStripeCaps, roomForKey } from '../../domain/idempotency.js';
 
 /** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
 function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
-  return writeWebhookDeliveries(c, {
-    type: 'incident.closed',
-    incidentId: incident.id,
-    originId: incident.originId,
-    timestamp: now,
-    data: { timeClosed: incident.timeClosed ?? now, deleted },
-  });
+  return writeWebhookDeliveries(c, incidentClosedPayload({ incident, deleted, at: now }));
 }
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */

@@ -25,6 +25,7 @@ import type pg from 'pg';
 import type { PgDb } from './db.js';
 import { isRetryable } from './errors.js';
 import type { OutboxPort, PushRow } from '../../ports/outbox.js';
+import { incidentDeliveryPayload, type DeliveryFacts } from '../../domain/webhook-payloads.js';
 import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
 
 export type { PushRow };
@@ -125,7 +126,8 @@ if (ACK_RETURNING === ACK) throw new Error('ACK_RETURNING was not derived from A
 /** a push settled, as its webhook delivery needs it */
 interface Settled {
   id: Num;
-  type: string;
+  /** a push's event: only those are ever PENDING */
+  type: DeliveryFacts['eventType'];
   deviceId: Num;
   incidentId: Num;
   attributes: string;
@@ -220,14 +222,19 @@ export class PgOutbox implements OutboxPort {
         try {
           const { rows } = await c.query<Settled>(sql, values);
           for (const e of rows) {
-            const attributes = JSON.parse(e.attributes) as { callsign?: string };
-            await writeWebhookDeliveries(c, {
-              type: 'incident.delivery',
-              incidentId: num(e.incidentId),
-              originId: e.originId ?? '',
-              timestamp: at,
-              data: { deviceId: num(e.deviceId), callsign: attributes.callsign ?? null, eventId: num(e.id), eventType: e.type, state },
-            });
+            await writeWebhookDeliveries(
+              c,
+              incidentDeliveryPayload({
+                incidentId: num(e.incidentId),
+                originId: e.originId,
+                deviceId: num(e.deviceId),
+                eventId: num(e.id),
+                eventType: e.type,
+                attributes: JSON.parse(e.attributes) as DeliveryFacts['attributes'],
+                state,
+                at,
+              }),
+            );
           }
           await c.query('COMMIT');
           return rows.length;

@@ -28,7 +28,7 @@ import type { DecideResponse, ResponseOutcome, ResponseStorePort } from '../../p
 import { incidentOf, selectList } from '../shared/incident-rows.js';
 import type { PgDb } from './db.js';
 import { writeWebhookDeliveries } from './webhooks.js';
-import { responseWebhookEvent } from '../shared/response-webhook.js';
+import { incidentResponsePayload } from '../../domain/webhook-payloads.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { MAX_RETRIES } from './incidents.js';
 
@@ -114,7 +114,10 @@ export class PgResponses implements ResponseStorePort {
       ).rows;
       const view: EventView = { id: Number(event!.id), type: 'incidentResponse', eventTime: now, deviceId, incidentId, attributes, state: 'DELIVERED', attempts: 0 };
       // the webhooks' incident.response deliveries, in this transaction (an outbox: DESIGN section 11)
-      await writeWebhookDeliveries(c, responseWebhookEvent(incident!, view, decision.state.times[input.status] ?? now));
+      await writeWebhookDeliveries(
+        c,
+        incidentResponsePayload({ incident: incident!, event: view, callsign: decision.callsign, status: input.status, responseId: input.responseId, time: decision.at }),
+      );
       return { result, events: [view], incident, repeat: false };
     });
   }

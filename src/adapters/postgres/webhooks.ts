@@ -19,7 +19,8 @@
 // written under its row lock (incident.closed, incident.response) commit in id order, those of
 // incident.delivery (written by acks, which do not lock the incident) may not.
 import type pg from 'pg';
-import { webhookBody, type AttemptOutcome, type WebhookEvent, type WebhookEventType } from '../../domain/webhook.js';
+import type { AttemptOutcome, WebhookEventType } from '../../domain/webhook.js';
+import { webhookBody, type WebhookPayload } from '../../domain/webhook-payloads.js';
 import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
 import type { PgDb } from './db.js';
 
@@ -37,9 +38,9 @@ const INSERT_DELIVERIES = `
       SELECT 1 FROM user_incidents ui WHERE ui.incident_id = $2
         AND (ui.user_id = w.user_id OR ui.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = w.user_id))))`;
 
-/** the deliveries `event` causes, written on `c` (in its open transaction); how many */
-export async function writeWebhookDeliveries(c: Queryable, event: WebhookEvent): Promise<number> {
-  const r = await c.query(INSERT_DELIVERIES, [event.type, event.incidentId, webhookBody(event), event.timestamp]);
+/** the deliveries `payload` causes (domain/webhook-payloads.ts builds it), written on `c` (in its open transaction); how many */
+export async function writeWebhookDeliveries(c: Queryable, payload: WebhookPayload): Promise<number> {
+  const r = await c.query(INSERT_DELIVERIES, [payload.type, payload.data.incidentId, webhookBody(payload), payload.timestamp]);
   return r.rowCount ?? 0;
 }
 
@@ -222,8 +223,8 @@ export class PgWebhooks implements WebhookStorePort {
     return (await this.withAttempts(rows))[0];
   }
 
-  async enqueue(event: WebhookEvent): Promise<number> {
-    return this.tx((c) => writeWebhookDeliveries(c, event));
+  async enqueue(payload: WebhookPayload): Promise<number> {
+    return this.tx((c) => writeWebhookDeliveries(c, payload));
   }
 
   async claim(o: ClaimOptions): Promise<ClaimedDelivery[]> {

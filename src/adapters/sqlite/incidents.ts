@@ -13,6 +13,7 @@ import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared
 import { utc } from '../../domain/time.js';
 import { assignmentChanges } from '../../domain/response.js';
 import { answerOf, replayOf, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
+import { incidentClosedPayload } from '../../domain/webhook-payloads.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
 
@@ -31,13 +32,7 @@ const toIncident = incidentOf;
 
 /** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
 function closedHook(sqlite: Database.Database, incident: Incident, now: string, deleted: boolean): void {
-  writeWebhookDeliveries(sqlite, {
-    type: 'incident.closed',
-    incidentId: incident.id,
-    originId: incident.originId,
-    timestamp: now,
-    data: { timeClosed: incident.timeClosed ?? now, deleted },
-  });
+  writeWebhookDeliveries(sqlite, incidentClosedPayload({ incident, deleted, at: now }));
 }
 
 /** an incident as stored, with its assignments as on its row */

@@ -31,6 +31,7 @@
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
 import type { PushRow } from '../../ports/outbox.js';
+import { incidentDeliveryPayload, type DeliveryFacts } from '../../domain/webhook-payloads.js';
 import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
 
 export type { PushRow };
@@ -47,7 +48,8 @@ export const EXPIRY_STEP = 5_000;
 /** a push settled (acknowledged or expired), as its webhook delivery needs it */
 interface Settled {
   id: number;
-  type: string;
+  /** a push's event: only those are ever PENDING */
+  type: DeliveryFacts['eventType'];
   deviceId: number;
   incidentId: number;
   attributes: string;
@@ -166,14 +168,20 @@ export class PushStore {
   /** the incident.delivery webhook deliveries of the pushes just settled, in the same transaction; how many pushes */
   private deliveryHooks(settled: readonly Settled[], state: 'DELIVERED' | 'EXPIRED', at: string): number {
     for (const e of settled) {
-      const attributes = JSON.parse(e.attributes) as { callsign?: string };
-      writeWebhookDeliveries(this.sqlite, {
-        type: 'incident.delivery',
-        incidentId: e.incidentId,
-        originId: String(this.st.originOf.get(e.versionId) ?? ''),
-        timestamp: at,
-        data: { deviceId: e.deviceId, callsign: attributes.callsign ?? null, eventId: e.id, eventType: e.type, state },
-      });
+      const originId = this.st.originOf.get(e.versionId) as string | undefined;
+      writeWebhookDeliveries(
+        this.sqlite,
+        incidentDeliveryPayload({
+          incidentId: e.incidentId,
+          originId: originId ?? null,
+          deviceId: e.deviceId,
+          eventId: e.id,
+          eventType: e.type,
+          attributes: JSON.parse(e.attributes) as DeliveryFacts['attributes'],
+          state,
+          at,
+        }),
+      );
     }
     return settled.length;
   }

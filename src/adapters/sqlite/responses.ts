@@ -25,7 +25,7 @@ import type { DecideResponse, ResponseOutcome } from '../../ports/responses.js';
 import { incidentOf, selectList } from '../shared/incident-rows.js';
 import type { Db } from './db.js';
 import { writeWebhookDeliveries } from './webhooks.js';
-import { responseWebhookEvent } from '../shared/response-webhook.js';
+import { incidentResponsePayload } from '../../domain/webhook-payloads.js';
 
 type StateRow = { deviceId: number; callsign: string; status: AssignmentState['status']; times: string };
 type DeliveryRow = { deviceId: number; type: 'incidentAssigned' | 'incidentDeassigned'; state: ResponderDelivery['state']; attempts: number; lastSentAt: string | null; deliveredAt: string | null };
@@ -102,7 +102,10 @@ export class ResponseStore {
       this.st.recordEvent.run(eventId, recordId);
       const event: EventView = { id: eventId, type: 'incidentResponse', eventTime: now, deviceId, incidentId: input.incidentId, attributes, state: 'DELIVERED', attempts: 0 };
       // the webhooks' incident.response deliveries, in this transaction (an outbox: DESIGN section 11)
-      writeWebhookDeliveries(this.sqlite, responseWebhookEvent(incident!, event, decision.state.times[input.status] ?? now));
+      writeWebhookDeliveries(
+        this.sqlite,
+        incidentResponsePayload({ incident: incident!, event, callsign: decision.callsign, status: input.status, responseId: input.responseId, time: decision.at }),
+      );
       return { result, events: [event], incident, repeat: false };
     });
   }

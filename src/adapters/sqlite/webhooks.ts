@@ -13,7 +13,8 @@
 // one transaction at synchronous=NORMAL, made durable by the next group commit's fsync. Losing
 // one after a power cut repeats an attempt, which the receiver drops by webhook-id.
 import type Database from 'better-sqlite3';
-import { webhookBody, type AttemptOutcome, type WebhookEvent, type WebhookEventType } from '../../domain/webhook.js';
+import type { AttemptOutcome, WebhookEventType } from '../../domain/webhook.js';
+import { webhookBody, type WebhookPayload } from '../../domain/webhook-payloads.js';
 import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord } from '../../ports/webhooks.js';
 import type { Db } from './db.js';
 
@@ -65,9 +66,9 @@ function prepared(sqlite: Database.Database) {
   return st;
 }
 
-/** the deliveries `event` causes, written in the caller's open transaction; how many */
-export function writeWebhookDeliveries(sqlite: Database.Database, event: WebhookEvent): number {
-  return prepared(sqlite).insert.run({ type: event.type, incidentId: event.incidentId, payload: webhookBody(event), at: event.timestamp }).changes;
+/** the deliveries `payload` causes (domain/webhook-payloads.ts builds it), written in the caller's open transaction; how many */
+export function writeWebhookDeliveries(sqlite: Database.Database, payload: WebhookPayload): number {
+  return prepared(sqlite).insert.run({ type: payload.type, incidentId: payload.data.incidentId, payload: webhookBody(payload), at: payload.timestamp }).changes;
 }
 
 /** whether any enabled webhook subscribes to `type` (a cheap test before reading what an event needs) */
@@ -234,8 +235,8 @@ export class WebhookStore {
     });
   }
 
-  enqueue(event: WebhookEvent): number {
-    return this.atomically(() => writeWebhookDeliveries(this.sqlite, event));
+  enqueue(payload: WebhookPayload): number {
+    return this.atomically(() => writeWebhookDeliveries(this.sqlite, payload));
   }
 
   claim(o: ClaimOptions): ClaimedDelivery[] {

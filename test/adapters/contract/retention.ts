@@ -2,6 +2,7 @@
 // leave, on every adapter, through the ports only.
 import type { Test } from 'tap';
 import { decideResponse, type ResponseInput } from '../../../src/domain/response.js';
+import { incidentClosedPayload } from '../../../src/domain/webhook-payloads.js';
 import type { RetentionCutoffs } from '../../../src/ports/retention.js';
 import { at, ok, world, type StorageFactory, type World } from './world.js';
 
@@ -157,7 +158,7 @@ export async function retentionContract(t: Test, factory: StorageFactory): Promi
       const hook = await w.storage.webhooks.create(cad.id, { url: 'https://cad.example.org/hooks', events: ['incident.closed'], enabled: true }, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', at(0), 20);
       if (hook === 'LIMIT') throw new Error('limit');
       const { incident } = ok(t, await w.create(cad, 'HOOKED', [], {}, at(1)));
-      const event = (n: number) => ({ type: 'incident.closed' as const, incidentId: incident.id, originId: 'HOOKED', timestamp: at(n), data: { n } });
+      const event = (n: number) => incidentClosedPayload({ incident: { id: incident.id, originId: 'HOOKED', timeClosed: at(n) }, deleted: false, at: at(n) });
       t.equal(await w.storage.webhooks.enqueue(event(2)), 1);
       const [first] = await w.storage.webhooks.claim({ now: at(3), until: at(33), by: 'node-a:1', limit: 32, perWebhook: 4, choose: (c) => new Map(c.map((x) => [x.webhookId, x.ready])) });
       t.ok(await w.storage.webhooks.settle(first!, { at: at(3), status: 204, error: null, durationMs: 2 }, { state: 'DELIVERED' }));

@@ -6,7 +6,10 @@
 import type { Test } from 'tap';
 import type { WebhookEventType } from '../../../src/domain/webhook.js';
 import { shareClaims } from '../../../src/domain/webhook-share.js';
+import { incidentResponsePayload } from '../../../src/domain/webhook-payloads.js';
+import type { ResponseStatus } from '../../../src/domain/response.js';
 import type { ClaimedDelivery, ClaimOptions } from '../../../src/ports/webhooks.js';
+import { checkedWebhook } from '../../fixtures/webhook-payloads.js';
 import { at, ok, world, type StorageFactory, type World } from './world.js';
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
@@ -30,7 +33,19 @@ function fair(limit: number, held: Record<number, number> = {}, perOwner = limit
   return { limit, choose: (candidates) => shareClaims(candidates, { room: limit, perWebhook: 4, perOwner, held: heldBy }) };
 }
 
-const payloads = (claimed: readonly ClaimedDelivery[]) => claimed.map((c) => JSON.parse(c.payload) as { type: string; data: Record<string, unknown> });
+/** the bodies as stored, each checked against openapi.yaml's `webhooks` entry for its type */
+const payloads = (claimed: readonly ClaimedDelivery[]) => claimed.map((c) => checkedWebhook(c.payload));
+
+/** an incident.response body as the response unit of work builds it (device and event made up: enqueue takes any) */
+const answered = (incidentId: number, originId: string, timestamp: string, status: ResponseStatus = 'ACKNOWLEDGED') =>
+  incidentResponsePayload({
+    incident: { id: incidentId, originId },
+    event: { id: 1, deviceId: 1, eventTime: timestamp },
+    callsign: 'E1',
+    status,
+    responseId: '8e03978e-40d5-43e8-bc93-6894a57f9324',
+    time: timestamp,
+  });
 
 export async function webhookContract(t: Test, factory: StorageFactory): Promise<void> {
   await t.test('webhooks', async (t) => {
@@ -58,6 +73,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       ok(t, await w.remove(cad, second.incident.id));
       const deleted = await w.storage.webhooks.claim(claimAt(1000, { by: 'node-a:x' }));
       t.equal(deleted.length, 2);
+      for (const p of payloads(deleted)) t.match(p, { type: 'incident.closed', data: { deleted: true } });
       for (const p of payloads(deleted)) t.match(p, { type: 'incident.closed', data: { incidentId: second.incident.id, originId: 'W-2', deleted: true } });
     });
 
@@ -97,7 +113,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       for (const u of [cad, manager, stranger, admin, disabledOwner]) await hook(w, u.id, ['incident.response']);
       await hook(w, cad.id, ['incident.closed']);
       await w.identity.updateUser(disabledOwner.id, { disabled: true });
-      const n = await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: r.incident.id, originId: 'R-1', timestamp: w.now(), data: { status: 'RESPONDING' } });
+      const n = await w.storage.webhooks.enqueue(answered(r.incident.id, 'R-1', w.now(), 'RESPONDING'));
       t.equal(n, 3, 'the creator, its manager and the administrator; not the stranger, nor a disabled user');
       const claimed = await w.storage.webhooks.claim(claimAt(1000));
       t.equal(claimed.length, 3);
@@ -110,8 +126,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       const hookA = await hook(w, cad.id, ['incident.response']);
       const ids: number[] = [];
       for (let i = 0; i < 6; i++) ids.push(ok(t, await w.create(cad, `C-${i}`, [])).incident.id);
-      const event = (incidentId: number, status: string) =>
-        w.storage.webhooks.enqueue({ type: 'incident.response', incidentId, originId: 'x', timestamp: w.now(), data: { status } });
+      const event = (incidentId: number, status: ResponseStatus) => w.storage.webhooks.enqueue(answered(incidentId, 'x', w.now(), status));
       for (const id of ids) await event(id, 'ACKNOWLEDGED');
       await event(ids[0]!, 'RESPONDING');
       const first = await w.storage.webhooks.claim(claimAt(1000));
@@ -140,7 +155,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       await hook(w, cad.id, ['incident.response']);
       for (let i = 0; i < 6; i++) {
         const id = ok(t, await w.create(cad, `N-${i}`, [])).incident.id;
-        await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: `N-${i}`, timestamp: w.now(), data: {} });
+        await w.storage.webhooks.enqueue(answered(id, `N-${i}`, w.now()));
       }
       const claims = await Promise.all(['node-a', 'node-b', 'node-c'].map((by) => w.storage.webhooks.claim(claimAt(1000, { by, perWebhook: 4 }))));
       const ids = claims.flat().map((c) => c.id);
@@ -160,13 +175,13 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       const quiet = await hook(w, other.id, ['incident.response']);
       for (let i = 0; i < 6; i++) {
         const id = ok(t, await w.create(cad, `B-${i}`, [])).incident.id;
-        await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: `B-${i}`, timestamp: w.now(), data: {} });
+        await w.storage.webhooks.enqueue(answered(id, `B-${i}`, w.now()));
       }
       const first = await w.storage.webhooks.claim(claimAt(1000, fair(32)));
       t.same(first.map((c) => c.webhookId), [busy.id, busy.id, busy.id, busy.id], 'the busy webhook at its cap of four, two more of it due');
       t.ok(first.every((c) => c.ownerId === cad.id), 'each claimed delivery names its owner');
       const id = ok(t, await w.create(other, 'Q-1', [])).incident.id;
-      await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: 'Q-1', timestamp: w.now(), data: {} });
+      await w.storage.webhooks.enqueue(answered(id, 'Q-1', w.now()));
       const next = await w.storage.webhooks.claim(claimAt(1001, { by: 'node-a:room-for-one', ...fair(1) }));
       t.same(next.map((c) => [c.webhookId, c.ownerId]), [[quiet.id, other.id]], 'the webhook at its cap (the lower id) did not use the one place');
     });
@@ -208,7 +223,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       for (const u of [expired, disabled]) await w.identity.linkIncident(u.id, r.id);
       const expiredHook = await hook(w, expired.id, ['incident.response']);
       const disabledHook = await hook(w, disabled.id, ['incident.response']);
-      const event = (n: number) => w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: r.id, originId: 'X-1', timestamp: at(n), data: { n } });
+      const event = (n: number) => w.storage.webhooks.enqueue(answered(r.id, 'X-1', at(n)));
       t.equal(await event(400), 2, 'before the expiry, with both owners working: one delivery each');
       await w.identity.updateUser(disabled.id, { disabled: true });
       t.equal(await event(600), 0, 'past the expiry, and with the other owner disabled: none written');
@@ -226,7 +241,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       const h = await hook(w, cad.id, ['incident.response']);
       const a = ok(t, await w.create(cad, 'F-1', [])).incident.id;
       const b = ok(t, await w.create(cad, 'F-2', [])).incident.id;
-      await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: a, originId: 'F-1', timestamp: at(100), data: {} });
+      await w.storage.webhooks.enqueue(answered(a, 'F-1', at(100)));
       const [d] = await w.storage.webhooks.claim(claimAt(1000));
       await w.storage.webhooks.settle(d!, { at: at(1000), status: 500, error: null, durationMs: 5 }, { state: 'PENDING', nextAttemptAt: at(1005) });
       t.same(await w.storage.webhooks.claim(claimAt(1004, { by: 'n:1' })), [], 'not before its next attempt');
@@ -240,7 +255,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       const disabled = await w.storage.webhooks.get(h.id);
       t.equal(disabled?.enabled, false);
       t.match(disabled?.disabledReason, /410/);
-      await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: b, originId: 'F-2', timestamp: at(1006), data: {} });
+      await w.storage.webhooks.enqueue(answered(b, 'F-2', at(1006)));
       t.equal((await w.storage.webhooks.deliveries(h.id, 10, 0)).length, 1, 'a disabled webhook gets no new deliveries');
       const redelivered = await w.storage.webhooks.redeliver(h.id, d!.id, at(1007));
       t.match(redelivered, { state: 'PENDING', msgId: d!.msgId, attempts: [] });
@@ -259,7 +274,7 @@ export async function webhookContract(t: Test, factory: StorageFactory): Promise
       const id = ok(t, await w.create(cad, 'S-1', [])).incident.id;
       const rotated = await w.storage.webhooks.rotate(h.id, 'whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQ=', at(2000));
       t.equal(rotated?.previousSecret, SECRET);
-      await w.storage.webhooks.enqueue({ type: 'incident.response', incidentId: id, originId: 'S-1', timestamp: at(100), data: {} });
+      await w.storage.webhooks.enqueue(answered(id, 'S-1', at(100)));
       const [d] = await w.storage.webhooks.claim(claimAt(1000));
       t.same(d?.secrets, ['whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldy1zZWNyZXQ=', SECRET]);
       await w.storage.webhooks.release(d!);
