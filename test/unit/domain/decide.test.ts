@@ -53,6 +53,8 @@ t.test('when a service refuses, then the refusal carries its code, detail and fi
   t.same(refuse.invalid('bad').extra, {}, 'no field list unless given');
   t.same([refuse.unauthorized().code, refuse.unauthorized('why').detail], ['UNAUTHORIZED', 'why']);
   t.same([refuse.forbidden('no').code, refuse.readonly().code, refuse.notFound('none').code], ['FORBIDDEN', 'READONLY', 'NOT_FOUND']);
+  const busy = refuse.busy('too many lookups', 4);
+  t.same([busy.code, busy.detail, busy.headers], ['BUSY', 'too many lookups', { 'retry-after': '4' }], 'busy names its Retry-After');
   t.same(new Refused('EMAIL_TAKEN', 'taken').extra, {});
   t.ok(REFUSAL_CODES.includes('LAST_ADMINISTRATOR'));
 });

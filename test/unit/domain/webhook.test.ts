@@ -1,5 +1,5 @@
 import t from 'tap';
-import { afterAttempt, checkWebhookUrl, DEFAULT_RETRY_SCHEDULE_MS, hostAddress, isPublicAddress, retryAfterMs } from '../../../src/domain/webhook.js';
+import { afterAttempt, checkWebhookUrl, DEFAULT_RETRY_SCHEDULE_MS, hostAddress, isPublicAddress, retryAfterMs, WEBHOOK_URL_MAX } from '../../../src/domain/webhook.js';
 
 t.test('when an address is private, loopback, link-local or reserved, then it is not public', async (t) => {
   for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255',
@@ -92,4 +92,13 @@ t.test('when a schedule or an age limit is given, then it is used; an empty sche
   t.match(afterAttempt({ ...base, status: 500, attempts: 1, maxAgeMs: 1000 }), { state: 'FAILED' });
   t.equal(retryAfterMs('2026-11-26', Date.parse('2026-11-25T00:00:00Z')), null, 'a date without a day name or month is not an HTTP date');
   t.equal(retryAfterMs('Thu, 26 Nov 2026 09:00:00 GMT', Date.parse('2026-11-26T10:00:00Z')), 0, 'a date past is now');
+});
+
+t.test('when a URL is longer than WEBHOOK_URL_MAX once written out in ASCII, then it is refused; at the bound it passes (issue 36)', async (t) => {
+  const base = 'https://cad.example.org/';
+  t.ok(checkWebhookUrl(base + 'a'.repeat(WEBHOOK_URL_MAX - base.length), false).ok, 'exactly the bound');
+  t.notOk(checkWebhookUrl(base + 'a'.repeat(WEBHOOK_URL_MAX - base.length + 1), false).ok, 'one over');
+  const escaped = checkWebhookUrl(base + '\u{1D11E}'.repeat(200), false);
+  t.notOk(escaped.ok, '200 characters that take 12 each when written out');
+  t.match(escaped.ok ? '' : escaped.reason, /longer than 2048 characters once written out/);
 });
