@@ -34,7 +34,9 @@ import type { Storage } from './ports/storage.js';
 import { noMetrics, type Metrics } from './ports/metrics.js';
 import { OperationsService } from './services/operations.js';
 import type { Config } from './config.js';
-import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
+import { DEFAULT_HUB_OPTIONS, SocketHubs, type HubOptions } from './push/hubs.js';
+import { LoginService } from './services/login.js';
+import { SocketCredentials } from './services/socket-credentials.js';
 import { registerSockets } from './http/sockets.js';
 import { guardedServer, limitConnections, limitUnsent, refusalLog } from './http/connections.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, MAX_PARAM_LENGTH, payloadTooLarge, unsupportedMediaType } from './http/errors.js';
@@ -238,46 +240,22 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     done(req.method !== 'GET' && req.method !== 'HEAD' ? (storage.writeRefusal() ?? undefined) : undefined);
   });
   app.addHook('onClose', async () => storage.close());
-  // Sockets check their credentials again when access may have been withdrawn: a user, token,
-  // session or link changed (identity.generation), or a device was added, changed or deleted
-  // (reach_generation's token, migration 0012). One query each, however many sockets.
   const access = new Access(identity);
   // no device is online at start: rows a crash or another stop left say otherwise
   await storage.outbox.resetPresence();
-  const hub = new DeviceHub(
-    storage.outbox,
-    presence,
-    clock,
-    app.log,
-    {
-      ...DEFAULT_HUB_OPTIONS,
-      ackTimeoutMs: config.pushAckTimeoutS * 1000,
-      ttlMs: config.pushTtlS * 1000,
-      userSocketsMax: config.userSocketsMax,
-      ...deps.hubOptions,
-    },
-    {
-      credentialsStamp: () => identity.generation,
-      devicesStamp: () => identity.reachToken(),
-      reached: (user, deviceIds) => access.reachedAmong(user, deviceIds),
-      enabled: (deviceIds) => identity.enabledAmong(deviceIds),
-    },
-    metrics,
+  const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
+  const responses = new ResponseService(storage.responses, storage.incidents, bus, clock);
+  // Sockets check their credentials again when access may have been withdrawn (services/socket-credentials.ts);
+  // device answers on the socket go through the same service as POST /incidents/{id}/responses
+  const socketCredentials = new SocketCredentials(auth, identity, access);
+  const hub = new SocketHubs(
+    { store: storage.outbox, presence, access: socketCredentials, answer: (deviceId, input) => responses.respond(deviceId, input), clock, log: app.log, metrics },
+    { ...DEFAULT_HUB_OPTIONS, ackTimeoutMs: config.pushAckTimeoutS * 1000, ttlMs: config.pushTtlS * 1000, userSocketsMax: config.userSocketsMax, ...deps.hubOptions },
   );
   // read when a scraper asks: this node's sockets, the store's pending pushes
   metrics.gauge('socketsOnline', () => hub.socketCounts());
   metrics.gauge('pushesPending', () => storage.outbox.countPending());
-  bus.subscribe('written', (events) => hub.written(events));
-  bus.subscribe('deviceGone', (deviceId) => hub.deviceGone(deviceId));
-  // several nodes (adapters/postgres/bus.ts): pushes written through another node, a device
-  // that moved to another node, a credential withdrawn on another node
-  bus.subscribe('pending', (deviceIds) => hub.pending(deviceIds));
-  bus.subscribe('deviceElsewhere', (deviceId) => hub.elsewhere(deviceId));
-  bus.subscribe('credentialsChanged', () => void hub.checkCredentials());
-  const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
-  const responses = new ResponseService(storage.responses, storage.incidents, bus, clock);
-  // device answers on the socket go through the same service as POST /incidents/{id}/responses
-  hub.answerWith((deviceId, input) => responses.respond(deviceId, input));
+  hub.listen(bus);
   const spec = loadSpec();
   const webhookSender =
     deps.webhookSender === false
@@ -325,7 +303,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   await app.register(formbody, { bodyLimit: BODY_LIMIT });
   const throttleOptions = deps.throttleOptions ?? DEFAULT_THROTTLE_RULES;
   const throttle = deps.throttle ?? storage.loginThrottle?.(throttleOptions) ?? new LoginThrottle(throttleOptions);
-  await registerBasicAuth(app, auth, throttle);
+  const login = new LoginService(auth, throttle);
+  await registerBasicAuth(app, login);
   app.decorateRequest('principal', null);
   app.decorateRequest('credentialsRejected', false);
   app.decorateRequest('scraper', false);
@@ -364,11 +343,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const asyncapiText = readFileSync(asyncapiPath, 'utf8');
   app.get('/api/asyncapi.yaml', { logLevel: 'warn' }, async (_req, reply) => reply.type('application/yaml; charset=utf-8').send(asyncapiText));
 
-  const handlers = buildHandlers(ctx, throttle);
+  const handlers = buildHandlers(ctx, login);
   const security = securityByOperation(spec);
   const bodies = requestBodies(spec);
   const schemeHandlers = securityHandlers(app, auth);
-  const deviceHook = deviceAuthenticationHook(auth, async (deviceId) => (await identity.enabledAmong([deviceId])).has(deviceId));
+  const deviceHook = deviceAuthenticationHook(socketCredentials);
   await app.register(openapiGlue, {
     specification: spec,
     prefix: 'api',
@@ -402,8 +381,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   });
 
   await registerSockets(app, {
-    auth,
-    identity,
+    credentials: socketCredentials,
     hub,
     userHook: authenticationHook(schemeHandlers, ['basicAuth', 'bearerAuth', 'sessionCookie']),
   });
