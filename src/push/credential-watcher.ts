@@ -9,6 +9,15 @@ import { CLOSE, type Failures, type SocketTable } from './socket-conn.js';
 
 export type Checked<T> = T | null | 'failed';
 
+/**
+ * Credentials checked per turn of the event loop. On SQLite a check's read resolves at once, so
+ * a pass over 2 000 device sockets ran in one turn and held every request and push behind it
+ * (the bench's 110-146 ms stall after 2 000 devices connected, issue 38, 2026-11-29).
+ */
+export const CHECK_SLICE = 100;
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class CredentialWatcher {
   private readonly timer: NodeJS.Timeout;
   /** the SocketAccess stamps when every credential was last checked */
@@ -47,9 +56,14 @@ export class CredentialWatcher {
     return this.stampEpoch;
   }
 
-  /** a socket checked since `epoch`: if a pass ran meanwhile, the next one checks every socket */
-  checkedSince(epoch: number | undefined): void {
-    if (epoch !== undefined && epoch !== this.stampEpoch) this.dropStamps();
+  /**
+   * A socket whose credential was checked since `epoch`, now in the table: if a pass ran
+   * meanwhile (and may have handled a withdrawal without seeing it), the next pass checks it
+   * again. Only it: dropping every stamp made each pass while 2 000 devices connected check
+   * every socket again.
+   */
+  checkedSince(epoch: number | undefined, conn: { recheck: boolean }): void {
+    if (epoch !== undefined && epoch !== this.stampEpoch) conn.recheck = true;
   }
 
   /** check(), or 'failed' when it threw: logged at most every 10 s, checked again at the next pass */
@@ -114,18 +128,25 @@ export class CredentialWatcher {
     this.stamps = stamps;
     this.stampEpoch += 1;
     const now = this.clock.now().getTime();
-    const due = [...devices.values()].filter((conn) => devicesMoved || conn.until <= now);
+    let checks = 0;
+    // a turn of the event loop for others every CHECK_SLICE checks
+    const slice = () => (++checks % CHECK_SLICE === 0 ? nextTurn() : undefined);
+    const due = [...devices.values()].filter((conn) => devicesMoved || conn.until <= now || conn.recheck);
     const enabled = due.length === 0 ? null : await this.checked(() => this.access.enabled(due.map((conn) => conn.deviceId)), {});
     if (enabled !== null && enabled !== 'failed') {
       for (const conn of due) {
-        const tokenDue = credentialsMoved || conn.until <= now;
+        const tokenDue = credentialsMoved || conn.until <= now || conn.recheck;
+        conn.recheck = false;
         const stands = enabled.has(conn.deviceId) && (!tokenDue || (await this.checked(conn.check, { deviceId: conn.deviceId })));
         if (stands === false && !conn.ended) conn.end(CLOSE.revoked, 'the device token was revoked or expired, or the device disabled or deleted');
+        await slice();
       }
     }
     for (const group of [...users.values()]) {
       for (const conn of [...group.conns]) {
-        if (!credentialsMoved && conn.until > now) continue;
+        if (!credentialsMoved && conn.until > now && !conn.recheck) continue;
+        conn.recheck = false;
+        await slice();
         const standing = await this.checked(conn.check, { userId: conn.userId });
         if (conn.ended) continue;
         if (standing === null) conn.end(CLOSE.revoked, 'the credential no longer stands');

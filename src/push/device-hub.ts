@@ -105,7 +105,6 @@ export class DeviceHub {
       ws.close(CLOSE.shutdown, 'server shutting down');
       return;
     }
-    this.deps.watcher.checkedSince(epoch);
     const old = this.conns.get(deviceId);
     if (old) {
       // the device stays online: no offline status in between
@@ -135,6 +134,7 @@ export class DeviceHub {
         ws.close(code, reason);
       },
     };
+    this.deps.watcher.checkedSince(epoch, conn);
     this.conns.set(deviceId, conn);
     this.deps.presence.set(deviceId, true);
     this.deps.presenceRows.write(deviceId, 'online', this.now());

@@ -53,6 +53,8 @@ export interface Conn {
   bad: FrameBudget;
   /** closed by a hub (a close frame may still be on its way): nothing more is read or sent */
   ended: boolean;
+  /** the next credential pass checks it again (it attached while a pass ran: credential-watcher.ts) */
+  recheck: boolean;
   /** closes it with a code, as the hub that holds it does (set by that hub) */
   end(code: number, reason: string): void;
 }
@@ -99,7 +101,7 @@ export class SocketTable {
 
 /** the fields every socket starts with */
 export function openConn<T extends { until: number }>(ws: WebSocket, extra: T): Omit<Conn, 'end'> & T {
-  return { ws, missedPongs: 0, bad: { count: 0, since: 0 }, ended: false, ...extra };
+  return { ws, missedPongs: 0, bad: { count: 0, since: 0 }, ended: false, recheck: false, ...extra };
 }
 
 /** a socket that missed two pongs is dropped (no close frame: the client sees 1006); else pinged */

@@ -55,7 +55,6 @@ export class UserHub {
       ws.close(CLOSE.shutdown, 'server shutting down');
       return;
     }
-    this.watcher.checkedSince(epoch);
     if (standing === null || standing === 'failed') {
       if (standing === null) ws.close(CLOSE.revoked, 'the credential no longer stands');
       else ws.close(CLOSE.internalError, 'the credential could not be checked; try again');
@@ -70,6 +69,7 @@ export class UserHub {
         ws.close(code, reason);
       },
     };
+    this.watcher.checkedSince(epoch, conn);
     let group = this.users.get(userId);
     if (!group) this.users.set(userId, (group = { user: standing.user, conns: [] }));
     group.user = standing.user;
