@@ -30,6 +30,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, cpus } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import WebSocket from 'ws';
 import { BENCH_USER, benchBearer, benchCaller, benchWorkload, seed } from './bench/seed.js';
 import { paced, type PacedResult } from './bench/paced.js';
@@ -98,15 +99,17 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
-async function startService(dbPath: string, extraEnv: Record<string, string> = {}): Promise<{ base: string; child: ChildProcess }> {
+async function startService(dbPath: string, extraEnv: Record<string, string> = {}, opts: { loopDelay?: boolean } = {}): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
   // as `npm start` runs it (package.json): V8's helper threads sized to the machine
   const flags = ['--v8-pool-size=0', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
-  const child = spawn(process.execPath, [...flags, 'dist/src/main.js'], {
+  // the event loop's delay histogram, read over IPC (scripts/bench/loop-delay.ts)
+  const loopDelay = opts.loopDelay ? ['--import', pathToFileURL(join(root, 'scripts/bench/loop-delay.ts')).href] : [];
+  const child = spawn(process.execPath, [...flags, ...loopDelay, 'dist/src/main.js'], {
     cwd: SERVICE_ROOT ?? root,
     // DATABASE_URL only when asked for (the PostgreSQL part's nodes): the SQLite parts run on SQLite whatever the environment says
     env: { ...process.env, PORT: String(port), HOST: '127.0.0.1', DATABASE_PATH: dbPath, DATABASE_URL: '', LOG_LEVEL: 'warn', DB_SYNCHRONOUS: 'FULL', ...extraEnv },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: opts.loopDelay ? ['ignore', 'ignore', 'inherit', 'ipc'] : ['ignore', 'ignore', 'inherit'],
   });
   children.push(child);
   const base = `http://127.0.0.1:${port}`;

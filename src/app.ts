@@ -26,7 +26,9 @@ import type { Storage } from './ports/storage.js';
 import { noMetrics, type Metrics } from './ports/metrics.js';
 import { OperationsService } from './services/operations.js';
 import type { Config } from './config.js';
-import { DEFAULT_HUB_OPTIONS, DeviceHub, type HubOptions } from './push/device-hub.js';
+import { DEFAULT_HUB_OPTIONS, SocketHubs, type HubOptions } from './push/hubs.js';
+import { LoginService } from './services/login.js';
+import { SocketCredentials } from './services/socket-credentials.js';
 import { registerSockets } from './http/sockets.js';
 import { authenticationHook, registerBasicAuth, securityHandlers } from './http/security.js';
 import { createServer, guardStorage, registerParsing } from './http/server.js';
@@ -74,44 +76,20 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
   const access = new Access(identity);
   // no device is online at start: rows a crash or another stop left say otherwise
   await storage.outbox.resetPresence();
-  // ---- the device hub (push/device-hub.ts) ----
-  // Sockets check their credentials again when access may have been withdrawn: a user, token,
-  // session or link changed (identity.generation), or a device was added, changed or deleted
-  // (reach_generation's token, migration 0012). One query each, however many sockets.
-  const hub = new DeviceHub(
-    storage.outbox,
-    presence,
-    clock,
-    app.log,
-    {
-      ...DEFAULT_HUB_OPTIONS,
-      ackTimeoutMs: config.pushAckTimeoutS * 1000,
-      ttlMs: config.pushTtlS * 1000,
-      userSocketsMax: config.userSocketsMax,
-      ...deps.hubOptions,
-    },
-    {
-      credentialsStamp: () => identity.generation,
-      devicesStamp: () => identity.reachToken(),
-      reached: (user, deviceIds) => access.reachedAmong(user, deviceIds),
-      enabled: (deviceIds) => identity.enabledAmong(deviceIds),
-    },
-    metrics,
+  // ---- the device hub (push/hubs.ts) ----
+  const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
+  const responses = new ResponseService(storage.responses, storage.incidents, bus, clock);
+  // Sockets check their credentials again when access may have been withdrawn (services/socket-credentials.ts);
+  // device answers on the socket go through the same service as POST /incidents/{id}/responses
+  const socketCredentials = new SocketCredentials(auth, identity, access);
+  const hub = new SocketHubs(
+    { store: storage.outbox, presence, access: socketCredentials, answer: (deviceId, input) => responses.respond(deviceId, input), clock, log: app.log, metrics },
+    { ...DEFAULT_HUB_OPTIONS, ackTimeoutMs: config.pushAckTimeoutS * 1000, ttlMs: config.pushTtlS * 1000, userSocketsMax: config.userSocketsMax, ...deps.hubOptions },
   );
   // read when a scraper asks: this node's sockets, the store's pending pushes
   metrics.gauge('socketsOnline', () => hub.socketCounts());
   metrics.gauge('pushesPending', () => storage.outbox.countPending());
-  bus.subscribe('written', (events) => hub.written(events));
-  bus.subscribe('deviceGone', (deviceId) => hub.deviceGone(deviceId));
-  // several nodes (adapters/postgres/bus.ts): pushes written through another node, a device
-  // that moved to another node, a credential withdrawn on another node
-  bus.subscribe('pending', (deviceIds) => hub.pending(deviceIds));
-  bus.subscribe('deviceElsewhere', (deviceId) => hub.elsewhere(deviceId));
-  bus.subscribe('credentialsChanged', () => void hub.checkCredentials());
-  const auth = new Authenticator(identity, clock, config.tokenDefaultDays, (err) => storage.isUnavailable(err));
-  const responses = new ResponseService(storage.responses, storage.incidents, bus, clock);
-  // device answers on the socket go through the same service as POST /incidents/{id}/responses
-  hub.answerWith((deviceId, input) => responses.respond(deviceId, input));
+  hub.listen(bus);
   // ---- end of the device hub ----
   const incidents = new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics, config.idempotencyKeysMax);
   const jobs = buildJobs({ ...deps, storage, incidents, clock, metrics, log: app.log });
@@ -136,11 +114,11 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
   };
   const throttleOptions = deps.throttleOptions ?? DEFAULT_THROTTLE_RULES;
   const throttle = deps.throttle ?? storage.loginThrottle?.(throttleOptions) ?? new LoginThrottle(throttleOptions);
-  await registerBasicAuth(app, auth, throttle);
+  const login = new LoginService(auth, throttle);
+  await registerBasicAuth(app, login);
   await registerPages(app);
-  const deviceEnabled = async (deviceId: number) => (await identity.enabledAmong([deviceId])).has(deviceId);
-  await registerOperations(app, { spec, handlers: buildHandlers(ctx, throttle), auth, deviceEnabled, isScraperToken: (t) => operations.isScraperToken(t), metrics });
-  await registerSockets(app, { auth, identity, hub, userHook: authenticationHook(securityHandlers(app, auth), ['basicAuth', 'bearerAuth', 'sessionCookie']) });
+  await registerOperations(app, { spec, handlers: buildHandlers(ctx, login), auth, socketCredentials, isScraperToken: (t) => operations.isScraperToken(t), metrics });
+  await registerSockets(app, { credentials: socketCredentials, hub, userHook: authenticationHook(securityHandlers(app, auth), ['basicAuth', 'bearerAuth', 'sessionCookie']) });
   app.addHook('preClose', async () => {
     await jobs.stop();
     app.log.info(storage.stats(), 'write groups committed');

@@ -21,7 +21,7 @@ export interface ResponderOptions {
   alert: boolean;
   storm: boolean;
   /** starts the service on a database file with extra environment; its children are killed on exit */
-  startService: (dbPath: string, env: Record<string, string>) => Promise<{ base: string; child: ChildProcess }>;
+  startService: (dbPath: string, env: Record<string, string>, opts?: { loopDelay?: boolean }) => Promise<{ base: string; child: ChildProcess }>;
   children: ChildProcess[];
   devices?: number;
   rate?: number;
@@ -37,7 +37,9 @@ export interface ResponderResult {
   /** settings given to the service for this part, with why */
   settings: string[];
   connect: ConnectResult;
-  alert?: AlertResult & { cpu: CpuUsage | null };
+  /** the service's event loop while the devices connected, and the second after (loop-delay.ts) */
+  connectLoop?: LoopDelay;
+  alert?: AlertResult & { cpu: CpuUsage | null; loop?: LoopDelay };
   storm?: { service: StormResult; bare: StormResult[]; queued: number };
 }
 
@@ -90,6 +92,31 @@ export async function pool<T, R>(items: readonly T[], n: number, fn: (item: T) =
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** the service's event-loop delay since the last read (scripts/bench/loop-delay.ts) */
+export interface LoopDelay {
+  maxMs: number;
+  p99Ms: number;
+  meanMs: number;
+  /** the five longest stalls and when each ended, ms since the last read */
+  worst: { ms: number; atMs: number }[];
+}
+
+/** reads the service's delay histogram and starts a new window; undefined when it has none */
+function loopDelay(child: ChildProcess): Promise<LoopDelay | undefined> {
+  if (!child.send) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => (child.off('message', on), resolve(undefined)), 5000);
+    const on = (m: { loopDelay?: LoopDelay }) => {
+      if (!m.loopDelay) return;
+      clearTimeout(timer);
+      child.off('message', on);
+      resolve(m.loopDelay);
+    };
+    child.on('message', on);
+    child.send({ cmd: 'loop-delay', reset: true });
+  });
+}
+
 export async function responderBench(o: ResponderOptions): Promise<ResponderResult> {
   const deviceCount = o.devices ?? 2000;
   const rate = o.rate ?? 100;
@@ -120,7 +147,7 @@ export async function responderBench(o: ResponderOptions): Promise<ResponderResu
   // clients send theirs as soon as their TCP connection is accepted, well within it
   settings.push(`REQUEST_TIMEOUT_S ${process.env.REQUEST_TIMEOUT_S ?? 30} s (a storm's upgrade requests arrive as soon as accepted): unchanged`);
 
-  const svc = await o.startService(dbPath, env);
+  const svc = await o.startService(dbPath, env, { loopDelay: true });
   const bearer = await benchBearer(svc.base);
   const devices: Device[] = await pool(deviceIds, 16, async (deviceId) => {
     const r = await fetch(`${svc.base}/api/devices/${deviceId}/token`, { method: 'POST', headers: { authorization: `Bearer ${bearer}` } });
@@ -131,16 +158,20 @@ export async function responderBench(o: ResponderOptions): Promise<ResponderResu
   const clients = new Clients(o.root, o.children);
   const result: ResponderResult = { devices: deviceCount, rate, seconds, connections: pacedConnections, settings, connect: { ms: 0, open: 0, failed: [] } };
   try {
+    await loopDelay(svc.child);
     result.connect = await clients.run<ConnectResult>({ cmd: 'connect', url: socketUrl, devices, concurrency: 50 });
     if (result.connect.open !== deviceCount) throw new Error(`only ${result.connect.open} of ${deviceCount} device sockets opened: ${result.connect.failed.slice(0, 3).join('; ')}`);
     await sleep(1000);
+    result.connectLoop = await loopDelay(svc.child);
     const run = Date.now().toString(36);
 
     if (o.alert) {
       const before = cpuSnapshot({ service: svc.child.pid!, clients: clients.pid });
+      await loopDelay(svc.child);
       const a = await clients.run<AlertResult>({ cmd: 'alert', base: svc.base, bearer, rate, seconds, connections: pacedConnections, run, callsigns });
+      const loop = await loopDelay(svc.child);
       const after = cpuSnapshot({ service: svc.child.pid!, clients: clients.pid });
-      result.alert = { ...a, cpu: before && after ? cpuBetween(before, after) : null };
+      result.alert = { ...a, cpu: before && after ? cpuBetween(before, after) : null, ...(loop ? { loop } : {}) };
     }
 
     if (o.storm) {
@@ -223,6 +254,13 @@ export function formatResponder(r: ResponderResult): { text: string; checks: str
         `\nCPU over the window: service event loop ${s.mainRan.toFixed(0)} % (waited for a CPU ${s.mainWaited.toFixed(1)} %), its other threads ${s.othersRan.toFixed(0)} %; device clients and CAD ${(c.mainRan + c.othersRan).toFixed(0)} %; machine idle ${a.cpu.idle.toFixed(0)} %.`,
       );
     }
+    const longest = (l: LoopDelay) => l.worst.map((w) => `${ms(w.ms)} at ${(w.atMs / 1000).toFixed(2)} s`).join(', ');
+    if (a.loop) {
+      out.push(
+        `\nThe service's event loop during the alert run (perf_hooks.monitorEventLoopDelay, 1 ms resolution): **largest stall ${ms(a.loop.maxMs)}**, p99 ${ms(a.loop.p99Ms)}, mean ${ms(a.loop.meanMs)}; longest: ${longest(a.loop) || 'none over 5 ms'}.`,
+      );
+    }
+    if (r.connectLoop) out.push(`While the ${r.devices} devices connected (and the second after): largest stall ${ms(r.connectLoop.maxMs)}; longest: ${longest(r.connectLoop) || 'none over 5 ms'}.`);
     if (a.missing > 0) out.push(`\nMISSING: ${a.missing} pushes never arrived (10 s after the last create was answered), among them ${a.missingPushes.join(', ')}`);
     if (a.other > 0) out.push(`frames of no incident of this run: ${a.other}`);
     const closes = Object.entries(a.closed);
@@ -236,6 +274,7 @@ export function formatResponder(r: ResponderResult): { text: string; checks: str
     );
     const ok = a.latency.p99 <= 25 && a.missing === 0;
     checks.push(`| alert latency p99, ${r.devices} devices, ${r.rate} incidents/s (${a.received} of ${a.expected} frames; max ${ms(a.latency.max)}) | ${ms(a.latency.p99)} | <= 25 ms, none missing | ${target(ok)} |`);
+    if (a.loop) checks.push(`| largest event-loop stall of the service during the alert run | ${ms(a.loop.maxMs)} | < 25 ms | ${target(a.loop.maxMs < 25)} |`);
     if (!ok) {
       const worst = a.stalls.reduce((w, s) => (s.count > (w?.count ?? 0) ? s : w), a.stalls[0]);
       limits.push(

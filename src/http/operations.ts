@@ -8,6 +8,7 @@ import type { Metrics } from '../ports/metrics.js';
 import type { Authenticator } from '../services/authenticator.js';
 import { checkBody, ignoreBody, limitBody } from './body-guards.js';
 import { authenticationHook, deviceAuthenticationHook, scraperOr, securityHandlers } from './security.js';
+import type { SocketCredentials } from '../services/socket-credentials.js';
 import { requestBodies, securityByOperation, type OpenApiDocument } from './spec.js';
 import type { OperationHandlers } from './types.js';
 
@@ -18,8 +19,8 @@ export interface OperationDeps {
   spec: OpenApiDocument;
   handlers: OperationHandlers;
   auth: Authenticator;
-  /** is this device enabled (a disabled device's token is refused) */
-  deviceEnabled: (deviceId: number) => Promise<boolean>;
+  /** device tokens: whose, and whether the device is enabled (services/socket-credentials.ts) */
+  socketCredentials: SocketCredentials;
   /** is this the METRICS_TOKEN (services/operations.ts) */
   isScraperToken: (presented: string) => boolean;
   metrics: Metrics;
@@ -30,7 +31,7 @@ export async function registerOperations(app: FastifyInstance, deps: OperationDe
   const security = securityByOperation(deps.spec);
   const bodies = requestBodies(deps.spec);
   const schemeHandlers = securityHandlers(app, deps.auth);
-  const deviceHook = deviceAuthenticationHook(deps.auth, deps.deviceEnabled);
+  const deviceHook = deviceAuthenticationHook(deps.socketCredentials);
   await app.register(openapiGlue, {
     specification: deps.spec,
     prefix: 'api',

@@ -10,8 +10,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Authenticator, Principal } from '../services/authenticator.js';
 import { Problem, problems } from './problem.js';
-import type { LoginThrottlePort } from '../ports/login-throttle.js';
+import { LoginThrottled, type LoginService } from '../services/login.js';
 import { HashQueueFull } from '../services/secrets.js';
+import type { SocketCredentials } from '../services/socket-credentials.js';
 import type { UserRecord } from '../ports/identity.js';
 
 declare module 'fastify' {
@@ -60,55 +61,17 @@ export function securityHandlers(app: FastifyInstance, auth: Authenticator): Rec
 }
 
 /**
- * A login: POST /session, or Basic credentials on any call. The attempt is counted by the
- * throttle before its password is checked (at once on one node, in one transaction of the
- * database with several: ports/login-throttle.ts), so parallel guesses cannot outrun the count; a
- * right password gives it back, a check the full queue refused (503 busy) does not count.
- * Credentials verified before and unchanged since are admitted without a check, but only where
- * an attempt would be. Returns the user, or null for wrong credentials; throws the 429 or 503
- * problem.
- *
- * A throttled attempt is answered 429 without a look at the password, except when the very
- * same credentials are being checked already (a client's parallel calls before its first
- * answer): it shares that check's answer, which tells nothing the other caller is not told.
+ * A login (services/login.ts) as HTTP answers it: the user, or null for wrong credentials;
+ * throws the 429 (throttled) or 503 (the queue of password checks is full) problem.
  */
-export function checkLogin(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
-  return auth.shareLogin(ip, email, password, () => loginOnce(auth, throttle, ip, email, password));
-}
-
-async function loginOnce(auth: Authenticator, throttle: LoginThrottlePort, ip: string, email: string, password: string): Promise<UserRecord | null> {
-  const cached = auth.cachedPassword(email, password);
-  if (cached) {
-    const asked = throttle.admit(ip, email);
-    const admitted = asked instanceof Promise ? await asked : asked;
-    if (!admitted.ok) return refused(auth, email, password, admitted.retryAfter);
-    // the user may have changed while the throttle was asked: then the password is checked
-    const still = asked instanceof Promise ? auth.cachedPassword(email, password) : cached;
-    if (still) return still;
-  }
-  const begun = throttle.attempt(ip, email);
-  const attempt = begun instanceof Promise ? await begun : begun;
-  if (!attempt.ok) return refused(auth, email, password, attempt.retryAfter);
-  let user: UserRecord | null;
+export async function checkLogin(login: LoginService, ip: string, email: string, password: string): Promise<UserRecord | null> {
   try {
-    user = await auth.checkPassword(email, password, ip);
+    return await login.login(ip, email, password);
   } catch (err) {
-    // given back; where that cannot be written, the database ages the attempt out (its error is not this one)
-    await Promise.resolve(attempt.withdrawn()).catch(() => {});
+    if (err instanceof LoginThrottled) throw problems.tooManyRequests(err.retryAfterS);
     if (err instanceof HashQueueFull) throw problems.busy(err.retryAfterS);
     throw err;
   }
-  if (user) await attempt.succeeded();
-  else await attempt.failed();
-  return user;
-}
-
-/** a throttled login: the answer of the same credentials' check in flight if it is a user, else 429 */
-async function refused(auth: Authenticator, email: string, password: string, retryAfter: number): Promise<UserRecord> {
-  const same = auth.checkInFlight(email, password);
-  const user = same ? await same.catch(() => null) : null;
-  if (user) return user;
-  throw problems.tooManyRequests(retryAfter);
 }
 
 /**
@@ -116,13 +79,13 @@ async function refused(auth: Authenticator, email: string, password: string, ret
  * failures count per address and per (account, address); a throttled caller gets 429, and
  * a full queue of password checks 503.
  */
-export function registerBasicAuth(app: FastifyInstance, auth: Authenticator, throttle: LoginThrottlePort): Promise<void> {
+export function registerBasicAuth(app: FastifyInstance, login: LoginService): Promise<void> {
   return app.register(import('@fastify/basic-auth'), {
     authenticate: false,
     async validate(username: string, password: string, req: FastifyRequest) {
       let user: UserRecord | null;
       try {
-        user = await checkLogin(auth, throttle, req.ip, username, password);
+        user = await checkLogin(login, req.ip, username, password);
       } catch (err) {
         if (err instanceof Problem) req.authProblem = err;
         throw err;
@@ -200,11 +163,11 @@ export function caller(req: FastifyRequest): Principal {
  * token of an enabled device, as the device socket's upgrade checks it (sockets.ts). A user's
  * token, Basic credentials or a session are 401: a user never answers as a device.
  */
-export function deviceAuthenticationHook(auth: Authenticator, enabled: (deviceId: number) => Promise<boolean>): AuthHook {
+export function deviceAuthenticationHook(credentials: SocketCredentials): AuthHook {
   return async function authenticateDevice(req) {
     const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-    const deviceId = m ? await auth.deviceForToken(m[1]!) : null;
-    if (deviceId === null || !(await enabled(deviceId))) {
+    const deviceId = m ? await credentials.deviceOf(m[1]!) : null;
+    if (deviceId === null) {
       throw problems.unauthorized('A valid device token of an enabled device is required (Authorization: Bearer …).');
     }
     req.deviceId = deviceId;

@@ -6,6 +6,7 @@ import { makeApp, sqliteOnly } from '../fixtures/app.js';
 import { spec } from '../fixtures/contract.js';
 import { buildHandlers } from '../../src/http/handlers/index.js';
 import { LoginThrottle } from '../../src/services/throttle.js';
+import { LoginService } from '../../src/services/login.js';
 import { specPath } from '../../src/paths.js';
 
 const operationIds = Object.values(spec.paths as Record<string, Record<string, { operationId?: string }>>)
@@ -20,7 +21,7 @@ t.test('when the spec is read, then it is OpenAPI 3.1 with the vendor version', 
 });
 
 t.test('when handlers are built, then every operationId of the spec has one and there are no extras', async (t) => {
-  const handlers = buildHandlers({} as never, new LoginThrottle());
+  const handlers = buildHandlers({} as never, new LoginService({} as never, new LoginThrottle()));
   t.same(Object.keys(handlers).sort(), [...operationIds].sort());
   for (const id of operationIds) t.type((handlers as unknown as Record<string, unknown>)[id], 'function', id);
 });

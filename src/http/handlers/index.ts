@@ -1,6 +1,6 @@
 // All operation handlers in one object, checked against the generated operation list: a
 // missing operationId is a compile error.
-import type { LoginThrottlePort } from '../../ports/login-throttle.js';
+import type { LoginService } from '../../services/login.js';
 import type { OperationHandlers } from '../types.js';
 import type { Context } from './context.js';
 import { DeviceHandlers } from './devices.js';
@@ -13,9 +13,9 @@ import { UserHandlers } from './users.js';
 import { OperationsHandlers } from './operations.js';
 import { WebhookHandlers } from './webhooks.js';
 
-export function buildHandlers(ctx: Context, throttle: LoginThrottlePort): OperationHandlers {
+export function buildHandlers(ctx: Context, login: LoginService): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
-  const session = new SessionHandlers(ctx, throttle);
+  const session = new SessionHandlers(ctx, login);
   const users = new UserHandlers(ctx);
   const devices = new DeviceHandlers(ctx);
   const permissions = new PermissionHandlers(ctx);

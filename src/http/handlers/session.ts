@@ -6,12 +6,12 @@ import { publicUser } from '../mappers.js';
 import { SESSION_IDLE_MS } from '../../services/authenticator.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
-import type { LoginThrottlePort } from '../../ports/login-throttle.js';
+import type { LoginService } from '../../services/login.js';
 
 export class SessionHandlers {
   constructor(
     private readonly ctx: Context,
-    private readonly throttle: LoginThrottlePort,
+    private readonly login: LoginService,
   ) {}
 
   private setCookie(req: FastifyRequest, reply: FastifyReply, value: string): void {
@@ -39,7 +39,7 @@ export class SessionHandlers {
 
   createSession: Handler<'createSession'> = async (req, reply) => {
     const { email, password } = req.body;
-    const user = await checkLogin(this.ctx.auth, this.throttle, req.ip, email, password);
+    const user = await checkLogin(this.login, req.ip, email, password);
     if (!user) {
       req.log.info({ email }, 'login failed');
       throw problems.unauthorized('Unknown email or wrong password, or the account is disabled or expired.');
