@@ -2,6 +2,7 @@
 // counts in, when a bucket's failures are forgotten, and how long an attempt waits. The one-node
 // throttle (services/throttle.ts) keeps the buckets in memory; the PostgreSQL adapter keeps them
 // in login_buckets, so that every node decides with the same counts.
+import { addressKey } from './client-address.js';
 
 export interface ThrottleRules {
   /** failures allowed before waiting starts, per (account, address) */
@@ -41,9 +42,14 @@ export function accountOf(email: string): string {
   return email.trim().toLowerCase();
 }
 
-/** unambiguous whatever the email holds (JSON quotes it) */
-export function throttleKeys(ip: string, email: string): ThrottleKeys {
+/**
+ * Unambiguous whatever the email holds (JSON quotes it). The address is counted by its key
+ * (domain/client-address.ts: an IPv6 client by its /64, 2026-11-29, issue 36), in the
+ * (account, address) pair as in the address's own bucket.
+ */
+export function throttleKeys(address: string, email: string): ThrottleKeys {
   const account = accountOf(email);
+  const ip = addressKey(address);
   return {
     pair: JSON.stringify(['acct', account, ip]),
     address: JSON.stringify(['ip', ip]),

@@ -3,10 +3,16 @@
 // seconds is cut off; the server holds at most CONNECTIONS_MAX connections, and one client
 // address at most CONNECTIONS_PER_ADDRESS_MAX of them, so that a single client cannot take
 // every connection (its next one is answered 503 and closed, before any byte of it is read).
+// When the server holds CONNECTIONS_MAX, a newcomer from an address holding fewer than the
+// address holding the most takes the place of one of that one's connections that is doing
+// nothing (2026-11-29, issue 36): a few addresses holding incomplete requests no longer keep
+// everyone else out. An IPv6 client counts by its /64 (domain/client-address.ts).
 // Behind a proxy every connection comes from the proxy's address: raise the per-address cap
 // there, and let the proxy limit its own clients.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { addressKey } from '../domain/client-address.js';
+import { takesPlace } from '../domain/fair-share.js';
 import { PROBLEM_TYPE_PREFIX } from './problem.js';
 
 export interface ConnectionLimits {
@@ -42,20 +48,124 @@ function refusal(detail: string): string {
   );
 }
 
+/** what the limits know of a connection they count */
+interface Held {
+  owner: string;
+  /** its requests parsed and not yet answered */
+  requests: Set<IncomingMessage>;
+  /** bytes it had sent when its last request was answered: more since is a request under way */
+  readAtIdle: number;
+  /** upgraded (a WebSocket): never closed to make room */
+  upgraded: boolean;
+}
+
 /**
- * Counts open connections per client address and refuses those over the caps. Returns the
- * live counts (for tests and logs).
+ * Open connections per owner (a client address's key), and which owners hold the most, kept as
+ * they change so that a full server finds the largest holder at once.
  */
-export function limitConnections(server: Server, limits: Omit<ConnectionLimits, 'requestTimeoutMs'>, onRefused?: (address: string, open: number) => void): { open(address?: string): number } {
-  const perAddress = new Map<string, number>();
-  let total = 0;
+class Holders {
+  readonly byOwner = new Map<string, Set<Socket>>();
+  private readonly byCount = new Map<number, Set<string>>();
+  most = 0;
+  total = 0;
+
+  count(owner: string): number {
+    return this.byOwner.get(owner)?.size ?? 0;
+  }
+
+  /** the owners holding `most` connections */
+  largest(): Iterable<string> {
+    return this.byCount.get(this.most) ?? [];
+  }
+
+  private move(owner: string, from: number, to: number): void {
+    const at = this.byCount.get(from);
+    at?.delete(owner);
+    if (at?.size === 0) this.byCount.delete(from);
+    if (to > 0) {
+      let set = this.byCount.get(to);
+      if (!set) this.byCount.set(to, (set = new Set()));
+      set.add(owner);
+    }
+    if (to > this.most) this.most = to;
+    while (this.most > 0 && !this.byCount.has(this.most)) this.most -= 1;
+  }
+
+  add(owner: string, socket: Socket): void {
+    let set = this.byOwner.get(owner);
+    if (!set) this.byOwner.set(owner, (set = new Set()));
+    set.add(socket); // in the order they opened
+    this.total += 1;
+    this.move(owner, set.size - 1, set.size);
+  }
+
+  /** whether it was counted (each is taken out once: when closed to make room, or when it closes) */
+  remove(owner: string, socket: Socket): boolean {
+    const set = this.byOwner.get(owner);
+    if (!set?.delete(socket)) return false;
+    if (set.size === 0) this.byOwner.delete(owner);
+    this.total -= 1;
+    this.move(owner, set.size + 1, set.size);
+    return true;
+  }
+}
+
+/**
+ * Counts open connections per client address (its key: an IPv6 client by its /64) and refuses
+ * those over the caps. When the server is full, a newcomer whose address holds fewer than the
+ * largest holder (domain/fair-share.ts) closes one of that holder's connections that has no
+ * request being handled (the oldest with an incomplete request first, else the oldest idle
+ * one; never a WebSocket) and takes its place. Returns the live counts (for tests and logs).
+ */
+export function limitConnections(
+  server: Server,
+  limits: Omit<ConnectionLimits, 'requestTimeoutMs'>,
+  onRefused?: (address: string, open: number) => void,
+  onDisplaced?: (address: string, open: number) => void,
+): { open(address?: string): number } {
+  const holders = new Holders();
+  const held = new WeakMap<Socket, Held>();
+
+  /** a connection of `owner` that may be closed to make room: none with a request being handled */
+  const spare = (owner: string): Socket | undefined => {
+    let idle: Socket | undefined;
+    for (const socket of holders.byOwner.get(owner) ?? []) {
+      const h = held.get(socket)!;
+      if (h.upgraded) continue;
+      // a request whose body has not all arrived is under way, not being handled
+      if ([...h.requests].some((r) => r.complete)) continue;
+      if (h.requests.size > 0 || socket.bytesRead > h.readAtIdle) return socket; // the oldest incomplete
+      idle ??= socket;
+    }
+    return idle;
+  };
+
+  /** closes a spare connection of the largest holder for a newcomer of `owner`; whether it did */
+  const makeRoom = (owner: string): boolean => {
+    if (!takesPlace(holders.count(owner), holders.most)) return false;
+    for (const largest of holders.largest()) {
+      const socket = spare(largest);
+      if (!socket) continue;
+      const h = held.get(socket)!;
+      holders.remove(h.owner, socket);
+      onDisplaced?.(socket.remoteAddress ?? 'unknown', holders.count(h.owner));
+      // an incomplete request is told why; an idle connection is just closed
+      if (h.requests.size === 0 && socket.bytesRead > h.readAtIdle) socket.write(refusal('The server holds as many connections as it may, and this address holds more than others: this connection was closed to make room. Retry later.'));
+      socket.destroy();
+      return true;
+    }
+    return false;
+  };
+
   // before Node's own listener, so that a refused socket is closed before its request is parsed
   server.prependListener('connection', (socket: Socket) => {
     const address = socket.remoteAddress ?? 'unknown';
-    const mine = perAddress.get(address) ?? 0;
-    if (total >= limits.connectionsMax || mine >= limits.connectionsPerAddressMax) {
+    const owner = addressKey(address);
+    const mine = holders.count(owner);
+    const overMine = mine >= limits.connectionsPerAddressMax;
+    if (overMine || (holders.total >= limits.connectionsMax && !makeRoom(owner))) {
       onRefused?.(address, mine);
-      const why = total >= limits.connectionsMax ? 'The server holds as many connections as it may.' : 'This address holds as many connections as it may.';
+      const why = overMine ? 'This address holds as many connections as it may.' : 'The server holds as many connections as it may.';
       // answered without reading the request (a short write to a new socket completes at
       // once), then closed; errors (a peer already gone) are of no interest
       socket.on('error', () => {});
@@ -63,16 +173,34 @@ export function limitConnections(server: Server, limits: Omit<ConnectionLimits, 
       socket.destroy();
       return;
     }
-    total += 1;
-    perAddress.set(address, mine + 1);
-    socket.once('close', () => {
-      total -= 1;
-      const left = (perAddress.get(address) ?? 1) - 1;
-      if (left > 0) perAddress.set(address, left);
-      else perAddress.delete(address);
+    holders.add(owner, socket);
+    held.set(socket, { owner, requests: new Set(), readAtIdle: 0, upgraded: false });
+    socket.once('close', () => holders.remove(owner, socket));
+  });
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const h = held.get(req.socket);
+    if (!h) return;
+    h.requests.add(req);
+    res.once('close', () => {
+      h.requests.delete(req);
+      if (h.requests.size === 0) h.readAtIdle = req.socket.bytesRead;
     });
   });
-  return { open: (address) => (address === undefined ? total : (perAddress.get(address) ?? 0)) };
+  // watched only once something listens for upgrades: Node passes an upgrade request to the
+  // 'request' listeners of a server with none, and that must stay so
+  const upgraded = (req: IncomingMessage): void => {
+    const h = held.get(req.socket);
+    if (h) h.upgraded = true;
+  };
+  let watching = false;
+  const watchUpgrades = (): void => {
+    if (watching) return;
+    watching = true; // first: adding it announces a new 'upgrade' listener again
+    server.prependListener('upgrade', upgraded);
+  };
+  if (server.listenerCount('upgrade') > 0) watchUpgrades();
+  else server.on('newListener', (event) => event === 'upgrade' && watchUpgrades());
+  return { open: (address) => (address === undefined ? holders.total : holders.count(addressKey(address))) };
 }
 
 /**

@@ -69,6 +69,7 @@ export function createServer(config: ServerSettings, logger?: FastifyServerOptio
     app.server,
     { connectionsMax: config.connectionsMax, connectionsPerAddressMax: config.connectionsPerAddressMax },
     refusalLog((refused, address) => app.log.warn({ refused, lastAddress: address }, 'connections refused: over the connection cap')),
+    refusalLog((closed, address) => app.log.warn({ closed, lastAddress: address }, 'connections closed to make room for an address holding fewer')),
   );
   app.setValidatorCompiler(validatorCompiler());
   return app;

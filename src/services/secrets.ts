@@ -2,6 +2,8 @@
 // SHA-256 hashes: a database leak yields no usable credential.
 import * as crypto from 'node:crypto';
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { addressKey } from '../domain/client-address.js';
+import { takesPlace } from '../domain/fair-share.js';
 
 const N = 16384;
 const R = 8;
@@ -40,7 +42,9 @@ export interface Limited {
   /**
    * Runs the task for `caller` (an account, alone: an address of its own) if it can start
    * within the limits; else rejects with HashQueueFull at once (the decision is taken
-   * synchronously, in the call).
+   * synchronously, in the call). A full queue makes room for a caller whose address or account
+   * holds fewer places than the one holding the most: the newest task of that one is refused
+   * HashQueueFull while it waits (it never runs).
    */
   bounded<T>(caller: string | HashCaller, task: () => Promise<T>): Promise<T>;
   /** tasks running, and waiting for a slot */
@@ -58,6 +62,8 @@ interface Waiting {
   /** arrival order: ties go to the earlier */
   seq: number;
   resume: () => void;
+  /** gives its place to a newcomer: the task is refused (HashQueueFull) and never runs */
+  refuse: () => void;
 }
 
 /**
@@ -122,7 +128,14 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
     if (running >= n) {
       addresses.get(address)!.waiting++;
       accounts.get(account)!.waiting++;
-      await new Promise<void>((resume) => waiting.push({ address, account, seq: seq++, resume }));
+      try {
+        await new Promise<void>((resume, reject) =>
+          waiting.push({ address, account, seq: seq++, resume, refuse: () => reject(new HashQueueFull(retryAfterS())) }),
+        );
+      } catch (err) {
+        done(address, account); // its place was taken (makeRoom): it never ran
+        throw err;
+      }
     } else {
       running++;
       served(address, account);
@@ -156,19 +169,51 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
     return Math.min(waiting.length, mine + (mine + 1) * Math.min(othersA, othersC));
   };
 
+  /** the key holding the most places in the queue, and how many (tasks without a key aside) */
+  const largest = (map: typeof addresses): [string, number] => {
+    let top: [string, number] = ['', 0];
+    for (const [key, e] of map) if (key !== '' && e.waiting > top[1]) top = [key, e.waiting];
+    return top;
+  };
+
+  /**
+   * The queue is full: a newcomer whose address (or account) waits in fewer places than the
+   * address (account) holding the most takes the newest of that one's places (domain/fair-share.ts),
+   * which is refused busy; whichever of the two is further over the newcomer's. Whether it did.
+   */
+  const makeRoom = (address: string, account: string): boolean => {
+    const mineA = addresses.get(address)?.waiting ?? 0;
+    const mineC = accounts.get(account)?.waiting ?? 0;
+    const [topA, mostA] = largest(addresses);
+    const [topC, mostC] = largest(accounts);
+    const byAddress = takesPlace(mineA, mostA) && (!takesPlace(mineC, mostC) || mostA - mineA >= mostC - mineC);
+    if (!byAddress && !takesPlace(mineC, mostC)) return false;
+    for (let i = waiting.length - 1; i >= 0; i--) {
+      const w = waiting[i]!;
+      if (byAddress ? w.address !== topA : w.account !== topC) continue;
+      waiting.splice(i, 1);
+      addresses.get(w.address)!.waiting--;
+      accounts.get(w.account)!.waiting--;
+      w.refuse();
+      return true;
+    }
+    return false;
+  };
+
   const retryAfterS = (): number => Math.max(1, Math.ceil((waiting.length * runMs) / n / 1000));
 
   const bounded = <T>(caller: string | HashCaller, task: () => Promise<T>): Promise<T> => {
     const account = typeof caller === 'string' ? caller : caller.account;
     // no address: a group of its own (\u0000 is in no address)
-    const address = typeof caller === 'string' || caller.address === undefined ? `\u0000${account}` : caller.address;
+    // an IPv6 address counts by its /64 (domain/client-address.ts)
+    const address = typeof caller === 'string' || caller.address === undefined ? `\u0000${account}` : addressKey(caller.address);
     if (running >= n) {
-      const full =
-        waiting.length >= current.queueMax ||
+      const refused =
         (accounts.get(account)?.waiting ?? 0) >= current.shareMax ||
         (addresses.get(address)?.waiting ?? 0) >= current.shareMax ||
-        ((ahead(address, account) + 1) * runMs) / n > current.maxWaitMs;
-      if (full) return Promise.reject(new HashQueueFull(retryAfterS()));
+        ((ahead(address, account) + 1) * runMs) / n > current.maxWaitMs ||
+        (waiting.length >= current.queueMax && !makeRoom(address, account));
+      if (refused) return Promise.reject(new HashQueueFull(retryAfterS()));
     }
     return run(address, account, task);
   };
@@ -199,7 +244,13 @@ export function limitConcurrency(n: number, limits: Partial<QueueLimits> = {}, i
 // whatever the address, has at most 8 checks waiting; past that, that caller alone is refused.
 // It takes 8 flooding addresses (or accounts) to fill the queue, and a login from an address
 // and for an account that have not just had a turn waits for at most one check of each flood:
-// the time bound counts only those.
+// the time bound counts only those. A full queue does not refuse such a login (2026-11-29,
+// issue 36): until then 8 addresses holding their 8 places each kept every other address's
+// logins out (503 busy, indefinitely, and a busy refusal is no failure the throttle counts);
+// now a check whose address (or account) waits in at least two fewer places than the address
+// (account) holding the most takes the newest of that one's places, and that check is refused
+// busy instead. So N flooding addresses end with 64/N places each, and a login from an address
+// holding fewer gets in. Addresses count by their key (domain/client-address.ts: IPv6 by /64).
 // Setting a password is bounded the same way, in the share of the user who sets it (an
 // authenticated user changing its own password in a loop must not starve everyone's logins);
 // only the first administrator's, at start, is not.

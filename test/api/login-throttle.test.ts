@@ -278,6 +278,29 @@ t.test('a flood takes its turn, not the queue', async (t) => {
   });
 });
 
+// Issue 36 (2026-11-29): with the queue full of the shares of a few addresses, a right login from
+// any other address was refused busy, indefinitely. Now it takes a place of the address holding
+// the most, whose newest check is refused busy instead.
+t.test('a full queue makes room for another address', async (t) => {
+  for (const addresses of [3, 12]) {
+    t.test(`when ${addresses} addresses each send 40 wrong logins for unknown accounts at once, then a right login from another address gets its turn (200)`, async (t) => {
+      limitChecks(t, { queueMax: 64, shareMax: 8, maxWaitMs: Infinity });
+      const { throttleOptions } = throttled();
+      const { app } = await makeApp(t, { throttleOptions });
+      await createUser(app, { name: 'Bee', ...BEE });
+      const flood: Promise<LightMyRequestResponse>[] = [];
+      for (let i = 0; i < 40; i++) for (let a = 0; a < addresses; a++) flood.push(login(app, `nobody-${a}-${i}@example.test`, 'guess', `10.9.${a}.1`));
+      const started = performance.now();
+      const mine = await login(app, BEE.email, BEE.password, '10.0.0.2');
+      const took = performance.now() - started;
+      t.equal(mine.statusCode, 200, `the right login succeeds (in ${Math.round(took)} ms)`);
+      t.ok(took < 20_000, 'within a generous bound');
+      const seen = statuses(await Promise.all(flood));
+      t.equal((seen[401] ?? 0) + (seen[429] ?? 0) + (seen[503] ?? 0), 40 * addresses, `the flood was checked, throttled or refused busy (${JSON.stringify(seen)})`);
+    });
+  }
+});
+
 t.test('a correct login is not blocked by others\' failures', async (t) => {
   t.test('when an address is throttled by a spray after the administrator used Basic from it, then the administrator\'s Basic credentials still work there', async (t) => {
     const { throttleOptions } = throttled({ freeFailures: 5, addressFailures: 10 });

@@ -1,11 +1,12 @@
 // Connection limits against a real listening server (http/connections.ts): a request that
-// arrives too slowly is cut off, and one client address cannot take every connection.
+// arrives too slowly is cut off, one client address cannot take every connection, and a few
+// addresses cannot either: a full server makes room for an address holding fewer.
 import t from 'tap';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { capturedLog, listen, until } from '../fixtures/sockets.js';
-import { limitUnsent, PIPELINED_MAX, refusalLog } from '../../src/http/connections.js';
+import { limitConnections, limitUnsent, PIPELINED_MAX, refusalLog } from '../../src/http/connections.js';
 import { createServer } from 'node:http';
 
 function port(url: string): number {
@@ -116,6 +117,91 @@ t.test('when the server holds CONNECTIONS_MAX connections, then the next is refu
   t.teardown(() => extra.destroy());
   t.match(await within(answer(extra), 5_000, 'not answered'), /^HTTP\/1\.1 503 /);
   t.equal((s.app.server.address() as AddressInfo).port, p);
+});
+
+/** whether the server has closed `s` within `ms` */
+async function closedWithin(s: Socket, ms: number): Promise<boolean> {
+  if (s.destroyed) return true;
+  return within(new Promise<boolean>((r) => s.once('close', () => r(true))), ms, false);
+}
+
+// Issue 36 (2026-11-29): 3 addresses holding incomplete requests up to CONNECTIONS_MAX kept
+// every other client out (503) until their requests timed out, and they simply reopened.
+t.test('when 3 addresses hold incomplete requests up to CONNECTIONS_MAX, then a request from another address is answered, and the 3 end with even shares', async (t) => {
+  const s = await listen(t, {}, { connectionsMax: 30, connectionsPerAddressMax: 20 });
+  const p = port(s.http);
+  const held = new Map<string, Socket[]>();
+  t.teardown(() => [...held.values()].flat().forEach((h) => h.destroy()));
+  for (const address of ['127.0.0.2', '127.0.0.3', '127.0.0.4']) {
+    const mine: Socket[] = [];
+    held.set(address, mine);
+    for (let i = 0; i < 20; i++) {
+      const sock = await open(p, address);
+      sock.on('error', () => {});
+      sock.resume(); // reads what it is sent (a refusal), so that it sees the server close it
+      sock.write('GET /api/health HTTP/1.1\r\nHost: x\r\n'); // and never the end of the headers
+      mine.push(sock);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+  const stillOpen = async (address: string) => {
+    let n = 0;
+    for (const sock of held.get(address)!) if (!(await closedWithin(sock, 50))) n++;
+    return n;
+  };
+  const shares = [await stillOpen('127.0.0.2'), await stillOpen('127.0.0.3'), await stillOpen('127.0.0.4')];
+  t.same(shares, [10, 10, 10], `the 30 connections are shared evenly (${shares.join(', ')})`);
+  const victim = await get(p, '/api/health', '127.0.0.1');
+  t.equal(victim.status, 200, 'another address is answered, not refused 503');
+  t.equal(shares.reduce((a, b) => a + b, 0) - 1, (await stillOpen('127.0.0.2')) + (await stillOpen('127.0.0.3')) + (await stillOpen('127.0.0.4')), 'one incomplete request was closed to make room');
+  // the answered request's connection has closed: the first takes its place, the second is refused
+  const late = [await open(p, '127.0.0.2'), await open(p, '127.0.0.2')];
+  t.teardown(() => late.forEach((l) => l.destroy()));
+  t.match(await within(answer(late[1]!), 5_000, 'not answered'), /^HTTP\/1\.1 503 /, 'an address already holding its share is still refused');
+});
+
+t.test('when the server is full, then a connection with a request being handled, or upgraded, is never closed to make room', async (t) => {
+  const waiting: (() => void)[] = [];
+  // GET /hold is answered when the test says so, anything else at once
+  const server = createServer((req, res) => (req.url === '/hold' ? waiting.push(() => res.end('done')) : res.end('ok')));
+  limitConnections(server, { connectionsMax: 3, connectionsPerAddressMax: 3 });
+  // added after the limits: they learn of upgrades from then on
+  const upgraded: Socket[] = [];
+  server.on('upgrade', (_req, socket: Socket) => {
+    upgraded.push(socket);
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\n');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    upgraded.forEach((u) => u.destroy());
+    server.closeAllConnections();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  const p = (server.address() as AddressInfo).port;
+  const busy: Socket[] = [];
+  t.teardown(() => busy.forEach((b) => b.destroy()));
+  for (let i = 0; i < 2; i++) {
+    const sock = await open(p, '127.0.0.2');
+    sock.resume();
+    sock.write('GET /hold HTTP/1.1\r\nHost: x\r\n\r\n');
+    busy.push(sock);
+  }
+  const ws = await open(p, '127.0.0.2');
+  let switched = false;
+  ws.on('data', (d) => (switched ||= String(d).startsWith('HTTP/1.1 101 ')));
+  ws.write('GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n');
+  busy.push(ws);
+  await until('two requests being handled, and one upgraded', () => waiting.length === 2 && switched);
+  const refused = await open(p, '127.0.0.1');
+  t.teardown(() => refused.destroy());
+  t.match(await within(answer(refused), 5_000, 'not answered'), /^HTTP\/1\.1 503 /, 'nothing to make room with: refused');
+  for (const sock of busy) t.notOk(await closedWithin(sock, 50), 'the busy connections stay open');
+  waiting.splice(0).forEach((end) => end());
+  await new Promise((r) => setTimeout(r, 50));
+  const served = await get(p, '/', '127.0.0.1');
+  t.equal(served.status, 200, 'once a request is answered, its idle connection makes room');
+  t.equal((await Promise.all(busy.map((b) => closedWithin(b, 200)))).filter(Boolean).length, 1, 'one idle connection was closed');
+  t.notOk(ws.destroyed, 'the upgraded one stays');
 });
 
 t.test('when refusals flood, then one log line every interval counts them', async (t) => {

@@ -156,6 +156,68 @@ t.test('when one address, or one account, has its share waiting, then its next t
   await Promise.all([...byAddress, ...byAccount, other]);
 });
 
+// Issue 36 (2026-11-29): 8 addresses holding their 8 places kept every other address out.
+t.test('when addresses fill the queue with their shares, then a caller from a new address takes the newest place of the address holding the most, and that task is refused', async (t) => {
+  const limit = limitConcurrency(1, { queueMax: 8, shareMax: 4 });
+  const h = held();
+  const ran: string[] = [];
+  const run = (label: string, account: string, address: string) =>
+    limit.bounded({ account, address }, async () => {
+      ran.push(label);
+      await h.task();
+    });
+  const first = run('first', 'acct-first', '10.9.9.1');
+  const flood: Promise<void>[] = [];
+  for (const address of ['10.9.9.1', '10.9.9.2']) for (let i = 0; i < 4; i++) flood.push(run(`${address}#${i}`, `${address}-acct${i}`, address));
+  t.same(limit.load(), { running: 1, queued: 8 }, 'two addresses hold the whole queue');
+  const outcomes = flood.map((p) => p.then(() => 'ran', (err: unknown) => (err instanceof HashQueueFull ? 'refused' : 'failed')));
+  const mine = run('me', 'bee', '10.0.0.2');
+  t.same(limit.load(), { running: 1, queued: 8 }, 'the newcomer waits in a place of its own');
+  const refusedNow = await Promise.race([outcomes[3]!, new Promise((r) => setImmediate(() => r('waiting')))]);
+  t.equal(refusedNow, 'refused', 'the newest task of the first address to reach 4 gave its place');
+  const again = run('me-again', 'bee2', '10.0.0.2');
+  t.equal(await Promise.race([outcomes[7]!, new Promise((r) => setImmediate(() => r('waiting')))]), 'refused', 'its second task (1 against 4) takes the newest place of the address now holding the most');
+  await t.rejects(limit.bounded({ account: 'bee3', address: '10.0.0.2' }, h.task), HashQueueFull, 'a third (2 against 3 each): refused, places are not swapped between near-equals');
+  t.same(limit.load(), { running: 1, queued: 8 });
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([first, mine, again]);
+  t.ok(ran.includes('me') && ran.includes('me-again'), 'the newcomer\'s tasks ran');
+  t.same(await Promise.all(outcomes), ['ran', 'ran', 'ran', 'refused', 'ran', 'ran', 'ran', 'refused']);
+});
+
+t.test('when one account fills the queue from many addresses, then a caller for another account takes the newest place of that account', async (t) => {
+  const limit = limitConcurrency(1, { queueMax: 4, shareMax: 4 });
+  const h = held();
+  const first = limit.bounded({ account: 'first', address: '10.9.8.1' }, h.task);
+  const flood = Array.from({ length: 4 }, (_, i) => limit.bounded({ account: 'victim', address: `10.9.9.${i}` }, h.task).then(() => 'ran', () => 'refused'));
+  const mine = limit.bounded({ account: 'bee', address: '10.0.0.2' }, h.task);
+  t.same(limit.load(), { running: 1, queued: 4 });
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([first, mine]);
+  t.same(await Promise.all(flood), ['ran', 'ran', 'ran', 'refused'], 'the account\'s newest task gave its place');
+});
+
+t.test('when every holder of a full queue holds one place, then a newcomer is refused (an even share is kept, not swapped)', async (t) => {
+  const limit = limitConcurrency(1, { queueMax: 3 });
+  const h = held();
+  const admitted = Array.from({ length: 4 }, (_, i) => limit.bounded({ account: `a${i}`, address: `10.0.0.${i}` }, h.task));
+  await t.rejects(limit.bounded({ account: 'late', address: '10.0.0.9' }, h.task), HashQueueFull);
+  const unkeyed = [limit(h.task), limit(h.task)];
+  await t.rejects(limit.bounded({ account: 'late', address: '10.0.0.9' }, h.task), HashQueueFull, 'tasks without a key are nobody\'s places to take');
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([...admitted, ...unkeyed]);
+});
+
+t.test('when addresses of one IPv6 /64 ask, then they share one address\'s share of the queue', async (t) => {
+  const limit = limitConcurrency(1, { queueMax: 50, shareMax: 3 });
+  const h = held();
+  const admitted = Array.from({ length: 4 }, (_, i) => limit.bounded({ account: `a${i}`, address: `2001:db8:0:1::${i + 1}` }, h.task));
+  await t.rejects(limit.bounded({ account: 'a9', address: '2001:db8:0:1:ffff::9' }, h.task), HashQueueFull, 'the /64 is over its share');
+  const other = limit.bounded({ account: 'a9', address: '2001:db8:0:2::1' }, h.task);
+  while (h.held > 0 || limit.load().queued > 0) await h.release();
+  await Promise.all([...admitted, other]);
+});
+
 t.test('when a flood waits, then the time bound counts only the tasks that would go ahead of a newcomer', async (t) => {
   const limit = limitConcurrency(2, { maxWaitMs: 100 }, 50);
   const h = held();

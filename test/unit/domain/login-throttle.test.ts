@@ -16,6 +16,15 @@ t.test('when keys are made, then the email is compared trimmed and lower-cased, 
   t.equal(throttleKeys('10.0.0.1', 'b@x.test').address, k.address, 'the address bucket is the address\'s');
 });
 
+t.test('when attempts come from two addresses of one IPv6 /64, then they count in the same buckets; two IPv4 addresses do not', async (t) => {
+  const a = throttleKeys('2001:db8:0:1::1', 'a@x.test');
+  const b = throttleKeys('2001:db8:0:1:ffff::2', 'a@x.test');
+  t.same(b, a, 'one client, whichever address of its /64 it sends from');
+  t.not(throttleKeys('2001:db8:0:2::1', 'a@x.test').address, a.address, 'another /64: another client');
+  t.not(throttleKeys('10.0.0.2', 'a@x.test').pair, throttleKeys('10.0.0.1', 'a@x.test').pair);
+  t.same(throttleKeys('::ffff:10.0.0.1', 'a@x.test'), throttleKeys('10.0.0.1', 'a@x.test'), 'an IPv4-mapped address is its IPv4 address');
+});
+
 t.test('when a bucket has nothing pending and its last failure is older than the window, then it is expired', async (t) => {
   t.notOk(expired(bucket({ failures: 3 }), T0 + WINDOW, WINDOW), 'at the window\'s edge: not yet');
   t.ok(expired(bucket({ failures: 3 }), T0 + WINDOW + 1, WINDOW));
