@@ -136,8 +136,8 @@ export type WebhookAnswer = { status: number; retryAfter: string | null } | { st
 
 /** how webhooks reach the network: resolving a host (URL checks at creation), signing and sending */
 export interface WebhookTransport {
-  /** the addresses a host name resolves to (a literal address: itself) */
-  resolve(host: string): Promise<string[]>;
+  /** the addresses a host name resolves to (a literal address: itself); `signal` cancels the lookup (it rejects) */
+  resolve(host: string, signal?: AbortSignal): Promise<string[]>;
   /**
    * POSTs the body; never follows a redirect; gives up after timeoutMs. Unless allowPrivate, it
    * connects only to a public address, checked on the very address it connects to (a name that

@@ -6,12 +6,17 @@
 //    minute (else 4003): a flood of valid frames is bounded as invalid ones are (issue 36);
 //  - INVALID_FRAMES_MAX invalid frames per minute (else 4003), error replies only while the
 //    send buffer is small, one warning when a socket is closed for it;
+//  - both budgets are the device's, carried across its sockets (domain/device-budget.ts,
+//    2026-11-29): a socket opened while one is spent is closed 4003 at once, and so is one past
+//    SOCKET_OPENS_MAX sockets of the device within a minute, so a reconnect loop gets no fresh
+//    budget and costs no outbox read;
 //  - `response` frames are decided by the AnswerDecider one after the other per socket, in the
 //    order they arrive, at most ANSWERS_QUEUED waiting: one more is an invalid frame.
 import type { FastifyBaseLogger } from 'fastify';
 import type { Clock } from '../ports/clock.js';
 import type { Metrics } from '../ports/metrics.js';
 import type { OutboxPort } from '../ports/outbox.js';
+import { DeviceBudgets, SOCKET_OPENS_MAX } from '../domain/device-budget.js';
 import { responseFrame, type ResponseInput, type ResponseResult } from '../domain/response.js';
 import { CLOSE, ERROR_REPLY_MAX, INVALID_FRAMES_MAX, overBound, overBudget, type DeviceConn, type Failures } from './socket-conn.js';
 
@@ -31,6 +36,8 @@ export const ANSWERS_QUEUED = 16;
 
 export class DeviceFrames {
   private readonly log: FastifyBaseLogger;
+  /** by device, while a window of theirs runs */
+  readonly budgets = new DeviceBudgets();
 
   constructor(
     private readonly store: Pick<OutboxPort, 'ack'>,
@@ -41,6 +48,19 @@ export class DeviceFrames {
     private readonly metrics: Metrics,
   ) {
     this.log = failures.log;
+  }
+
+  /**
+   * A socket of the device is opening (counted): null when it may, else why it is closed at once
+   * (4003): past SOCKET_OPENS_MAX within a minute, or a frame budget of the device is spent.
+   */
+  refusedOpen(deviceId: number): string | null {
+    const open = this.budgets.open(deviceId, Date.now(), { idle: IDLE_FRAMES_MAX, bad: INVALID_FRAMES_MAX });
+    if (open.ok) return null;
+    this.log.debug({ deviceId, why: open.why }, 'device socket closed at once: its sockets or frames of the minute are spent');
+    return open.why === 'opens'
+      ? `more than ${SOCKET_OPENS_MAX} sockets opened within a minute; retry in ${open.retryAfterS} s`
+      : `the device's frame budget of the minute is spent; retry in ${open.retryAfterS} s`;
   }
 
   /** a frame of a device socket (null: binary or not text) */
@@ -80,7 +100,7 @@ export class DeviceFrames {
   /** Counts an invalid frame; true when it was one too many and the socket is closed. */
   private invalidFrame(conn: DeviceConn): boolean {
     if (this.idleFrame(conn)) return true;
-    if (!overBudget(conn.bad, INVALID_FRAMES_MAX, Date.now())) return false;
+    if (!overBudget(this.budgets.of(conn.deviceId, Date.now()).bad, INVALID_FRAMES_MAX, Date.now())) return false;
     this.log.warn({ deviceId: conn.deviceId, max: INVALID_FRAMES_MAX }, 'socket closed: too many invalid frames');
     conn.end(CLOSE.invalidFrames, 'too many invalid frames');
     return true;
@@ -88,7 +108,7 @@ export class DeviceFrames {
 
   /** Counts a device frame that did no useful work; true when it was one too many and the socket is closed. */
   private idleFrame(conn: DeviceConn): boolean {
-    if (!overBudget(conn.idle, IDLE_FRAMES_MAX, Date.now())) return false;
+    if (!overBudget(this.budgets.of(conn.deviceId, Date.now()).idle, IDLE_FRAMES_MAX, Date.now())) return false;
     this.log.warn({ deviceId: conn.deviceId, max: IDLE_FRAMES_MAX }, 'socket closed: too many frames besides acks of new pushes');
     conn.end(CLOSE.invalidFrames, 'too many frames besides acks of new pushes');
     return true;

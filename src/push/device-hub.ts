@@ -105,6 +105,12 @@ export class DeviceHub {
       ws.close(CLOSE.shutdown, 'server shutting down');
       return;
     }
+    // before it replaces the device's open socket, writes presence or reads the outbox
+    const refused = this.deps.frames.refusedOpen(deviceId);
+    if (refused !== null) {
+      ws.close(CLOSE.invalidFrames, refused);
+      return;
+    }
     const old = this.conns.get(deviceId);
     if (old) {
       // the device stays online: no offline status in between
@@ -119,7 +125,6 @@ export class DeviceHub {
         until,
         cursor: 0,
         acks: new SocketAcks(),
-        idle: { count: 0, since: 0 },
         presenceAt: Date.now(),
         flushScheduled: false,
         flushing: false,

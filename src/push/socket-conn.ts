@@ -7,6 +7,7 @@ import type { UserRecord } from '../ports/identity.js';
 import type { Metrics } from '../ports/metrics.js';
 import type { DeviceCredential, UserCredential } from '../ports/sockets.js';
 import type { SocketAcks } from '../domain/ack.js';
+import type { FrameBudget } from '../domain/device-budget.js';
 
 /** close codes the sockets see (documented in asyncapi.yaml) */
 export const CLOSE = {
@@ -14,7 +15,11 @@ export const CLOSE = {
   replaced: 4000,
   /** the credential that opened the socket no longer stands */
   revoked: 4001,
-  /** more than INVALID_FRAMES_MAX invalid frames, or IDLE_FRAMES_MAX frames that moved no ack, within a minute */
+  /**
+   * more than INVALID_FRAMES_MAX invalid frames, or IDLE_FRAMES_MAX frames that moved no ack, within a minute
+   * (a device's, over all its sockets); or a device socket opened while those are spent, or past
+   * SOCKET_OPENS_MAX sockets of the device within a minute (closed at once)
+   */
   invalidFrames: 4003,
   /** more than SEND_BUFFER_MAX waiting to be sent: the client does not read */
   sendBufferFull: 4008,
@@ -27,29 +32,16 @@ export const SEND_BUFFER_MAX = 1024 * 1024;
 /** an error reply is sent only while less than this waits */
 export const ERROR_REPLY_MAX = 16 * 1024;
 export const INVALID_FRAMES_MAX = 10;
-const FRAMES_WINDOW_MS = 60_000;
 
-/** frames counted in a window of a minute from `since` */
-export interface FrameBudget {
-  count: number;
-  since: number;
-}
-
-/** counts one frame; true when it is one over `max` within the window */
-export function overBudget(budget: FrameBudget, max: number, now: number): boolean {
-  if (now - budget.since >= FRAMES_WINDOW_MS) {
-    budget.since = now;
-    budget.count = 0;
-  }
-  return ++budget.count > max;
-}
+// a minute's budget of frames: a device's in domain/device-budget.ts (carried across its sockets), a user socket's its own
+export { overBudget, type FrameBudget } from '../domain/device-budget.js';
 
 export interface Conn {
   ws: WebSocket;
   missedPongs: number;
   /** when the credential runs out by itself (ms since the epoch; Infinity: never) */
   until: number;
-  /** invalid frames within the current minute */
+  /** invalid frames within the current minute (a user socket's; a device's are its device's: device-frames.ts) */
   bad: FrameBudget;
   /** closed by a hub (a close frame may still be on its way): nothing more is read or sent */
   ended: boolean;
@@ -66,8 +58,6 @@ export interface DeviceConn extends Conn {
   cursor: number;
   /** the acks of this socket: what was sent, stored, in flight, waiting */
   acks: SocketAcks;
-  /** frames that did no useful work within the current minute (IDLE_FRAMES_MAX) */
-  idle: FrameBudget;
   /** when presence (status, lastUpdate) was last queued for the database (ms) */
   presenceAt: number;
   flushScheduled: boolean;

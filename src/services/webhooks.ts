@@ -6,10 +6,14 @@
 // passed (the URL's form, and on create the owner's webhook count: a user at the limit makes no
 // lookup at all), at most WEBHOOK_LOOKUPS_PER_USER_MAX per user and WEBHOOK_LOOKUPS_MAX in all
 // at once on this node, counted before the first await; one more is refused at once (503 busy
-// with Retry-After), never queued. Each lookup ends by HOST_LOOKUP_TIMEOUT_MS (the transport's).
+// with Retry-After), never queued. The node's lookups are shared evenly (domain/lookup-share.ts,
+// 2026-11-29): on a full node, a user holding fewer than the largest holder takes the place of
+// that holder's newest lookup, which is cancelled and its request refused 503 busy, as a refusal
+// would have been. Each lookup ends by HOST_LOOKUP_TIMEOUT_MS (the transport's).
 // A refused host is refused in the same words whether it has no address, did not answer in time, or
 // has an address that is not public: the answer tells nothing about internal names.
 import { randomBytes } from 'node:crypto';
+import { admitLookup } from '../domain/lookup-share.js';
 import { refuse, type RefusedField } from '../domain/refusal.js';
 import {
   checkWebhookUrl,
@@ -56,9 +60,8 @@ const badUrl = (message: string) => {
 };
 
 export class WebhookService {
-  /** host-name lookups under way, by user, and in all */
-  private readonly lookups = new Map<number, number>();
-  private lookupsTotal = 0;
+  /** host-name lookups under way, by user, oldest first (each cancels its own) */
+  private readonly lookups = new Map<number, AbortController[]>();
 
   constructor(
     private readonly store: WebhookStorePort,
@@ -83,27 +86,40 @@ export class WebhookService {
     return checked.url.href;
   }
 
-  /** the host's addresses, null when the lookup failed; 503 busy over the lookup limits */
+  /** the host's addresses, null when the lookup failed; 503 busy over the lookup limits, or when another user took its place */
   private async lookUp(userId: number, host: string): Promise<string[] | null> {
-    const mine = this.lookups.get(userId) ?? 0;
-    const perUser = this.settings.lookupsPerUserMax ?? WEBHOOK_LOOKUPS_PER_USER_MAX;
-    if (mine >= perUser || this.lookupsTotal >= (this.settings.lookupsMax ?? WEBHOOK_LOOKUPS_MAX)) {
-      const whose = mine >= perUser ? `this user has ${mine}` : 'this node has too many';
-      throw refuse.busy(`Too many host-name lookups under way (${whose}); nothing was written. Retry after Retry-After seconds.`, Math.ceil(HOST_LOOKUP_TIMEOUT_MS / 1000));
-    }
-    // counted before the first await
-    this.lookups.set(userId, mine + 1);
-    this.lookupsTotal++;
+    const mine = this.lookups.get(userId) ?? [];
+    const busy = (why: string) =>
+      refuse.busy(`Too many host-name lookups under way (${why}); nothing was written. Retry after Retry-After seconds.`, Math.ceil(HOST_LOOKUP_TIMEOUT_MS / 1000));
+    // decided and counted before the first await
+    const held = new Map([...this.lookups].map(([user, list]) => [user, list.length]));
+    const admission = admitLookup(held, userId, this.settings.lookupsPerUserMax ?? WEBHOOK_LOOKUPS_PER_USER_MAX, this.settings.lookupsMax ?? WEBHOOK_LOOKUPS_MAX);
+    if (!admission.admit) throw busy(admission.why === 'user' ? `this user has ${mine.length}` : 'this node has too many');
+    if (admission.evict !== null) this.release(admission.evict, null)?.abort();
+    const lookup = new AbortController();
+    this.lookups.set(userId, [...mine, lookup]);
+    // answered at once when its place is taken, even by a transport slow to wind the lookup down
+    const cancelled = new Promise<never>((_, reject) => lookup.signal.addEventListener('abort', () => reject(new Error('cancelled')), { once: true }));
+    cancelled.catch(() => undefined);
     try {
-      return await this.transport.resolve(host);
+      return await Promise.race([this.transport.resolve(host, lookup.signal), cancelled]);
     } catch {
+      if (lookup.signal.aborted) throw busy('its place was given to a user holding fewer');
       return null;
     } finally {
-      this.lookupsTotal--;
-      const left = (this.lookups.get(userId) ?? 1) - 1;
-      if (left > 0) this.lookups.set(userId, left);
-      else this.lookups.delete(userId);
+      this.release(userId, lookup);
     }
+  }
+
+  /** drops a user's lookup from the count (null: its newest) and returns it, if it was counted */
+  private release(userId: number, lookup: AbortController | null): AbortController | undefined {
+    const list = this.lookups.get(userId);
+    if (!list) return undefined;
+    const at = lookup === null ? list.length - 1 : list.indexOf(lookup);
+    if (at < 0) return undefined;
+    const [dropped] = list.splice(at, 1);
+    if (list.length === 0) this.lookups.delete(userId);
+    return dropped;
   }
 
   /** the webhook, for its owner or an administrator */

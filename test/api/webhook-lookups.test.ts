@@ -1,13 +1,15 @@
 // The host-name lookups of POST/PUT /api/webhooks (issue 36), through app.inject on the real
 // transport (adapters/shared/webhook-http.ts), its resolver pointed at a DNS stub on 127.0.0.1:
 // one user's creates waiting on a domain that never answers hold up no one else (another user's
-// create, an incident create), and are bounded per user (503 busy, Retry-After); a user at the
+// create, an incident create), and are bounded per user (503 busy, Retry-After); users holding
+// every lookup of the node make room for another user (its create takes the place of the largest
+// holder's newest lookup, answered 503 busy) rather than refusing it; a user at the
 // webhook limit makes no lookup at all; a refused URL does not tell what an internal name resolves
 // to; a URL is stored at most 2 048 characters long, written out.
 import t, { type Test } from 'tap';
 import { httpWebhookTransport } from '../../src/adapters/shared/webhook-http.js';
-import { WEBHOOK_LOOKUPS_PER_USER_MAX, WEBHOOKS_PER_USER_MAX } from '../../src/domain/webhook.js';
-import { bearer, makeApp, mintToken } from '../fixtures/app.js';
+import { WEBHOOK_LOOKUPS_MAX, WEBHOOK_LOOKUPS_PER_USER_MAX, WEBHOOKS_PER_USER_MAX } from '../../src/domain/webhook.js';
+import { basic, bearer, createUser, makeApp, mintToken } from '../fixtures/app.js';
 import { dnsStub } from '../fixtures/dns-stub.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 
@@ -59,6 +61,50 @@ t.test('when one user’s webhook creates wait on a domain that never answers, t
   // the places are free again
   const again = await send(app, attacker, 'POST', '/api/webhooks', hook('https://cad.example.test/mine'));
   t.equal(again.status, 200);
+});
+
+t.test('when 8 users hold every lookup of the node on a domain that never answers, then another user’s webhook create gets a lookup and is created; the largest holder’s newest lookup gives way', async (t) => {
+  const { app, cad, dns } = await build(t, 8000);
+  const holders = WEBHOOK_LOOKUPS_MAX / WEBHOOK_LOOKUPS_PER_USER_MAX;
+  t.ok(holders >= 8);
+  const tokens: string[] = [];
+  for (let i = 0; i < holders; i++) {
+    const email = `holder${i}@example.test`;
+    await createUser(app, { name: `Holder ${i}`, email, password: 'holder-password' });
+    tokens.push(bearer(await mintToken(app, basic(email, 'holder-password'))));
+  }
+  const ended: { holder: number; n: number; status: number }[] = [];
+  const held = tokens.flatMap((auth, holder) =>
+    Array.from({ length: WEBHOOK_LOOKUPS_PER_USER_MAX }, (_, n) =>
+      send(app, auth, 'POST', '/api/webhooks', hook(`https://hang.attacker.test/${holder}/${n}`)).then((r) => {
+        ended.push({ holder, n, status: r.status });
+        return r;
+      }),
+    ),
+  );
+  // every lookup under way: each asks A and AAAA once before its first retry (a third of the deadline)
+  const asked = () => dns.asked.filter((n) => n === 'hang.attacker.test').length;
+  for (let i = 0; i < 200 && asked() < 2 * WEBHOOK_LOOKUPS_MAX; i++) await new Promise((r) => setTimeout(r, 10));
+  t.ok(asked() >= 2 * WEBHOOK_LOOKUPS_MAX, 'all the node’s lookups are under way');
+  t.same(ended, [], 'and held');
+
+  const other = await send(app, cad, 'POST', '/api/webhooks', hook('https://cad.example.test/hooks'));
+  t.equal(other.status, 200, 'another user’s create is not refused busy');
+  t.equal(other.body.url, 'https://cad.example.test/hooks');
+  for (let i = 0; i < 200 && ended.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  // which of holder 0's creates reached its lookup last depends on the store's timing (PostgreSQL's pool)
+  t.match(ended, [{ holder: 0, status: 503 }], 'one of the largest holder’s (ties: the lowest id) lookups was cancelled, answered 503 busy');
+  t.equal(ended.length, 1);
+
+  // a holder holding as many as anyone gets no other's place: refused as before
+  const more = await send(app, tokens[1]!, 'POST', '/api/webhooks', hook('https://cad.example.test/more'));
+  t.equal(more.status, 503, 'a holder at its own bound is refused');
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(ended.length, 1, 'and cancelled no one');
+
+  const answers = await Promise.all(held);
+  t.equal(answers.filter((a) => a.status === 503).length, 1);
+  t.equal(answers.filter((a) => a.status === 400).length, WEBHOOK_LOOKUPS_MAX - 1, 'the rest ended by the lookup’s deadline');
 });
 
 t.test('when a user holds the most webhooks it may, then its next create is refused without a lookup', async (t) => {

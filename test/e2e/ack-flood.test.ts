@@ -77,6 +77,7 @@ t.test('when a device floods valid acks, then its socket is closed with 4003, it
   const codes: number[] = [];
   let sockets = 0;
   let frames = 0;
+  let firstSocketFrames = 0;
   let flooding = true;
   const flood = (async () => {
     let c: Client | null = null;
@@ -85,10 +86,15 @@ t.test('when a device floods valid acks, then its socket is closed with 4003, it
         if (c) codes.push(await closeCode(c, 10_000));
         c = await connect(t, flooderUrl);
         sockets++;
+        // its own pushes reach its first socket before the flood: later sockets get no fresh
+        // budget (issue 36, 2026-11-29), so they would wait out the minute (on PostgreSQL the
+        // first read of the outbox could lose the race to the flood)
+        if (sockets === 1) await until('the flooder’s pushes', () => c!.frames.length === 3);
       }
       for (let i = 0; i < 100 && c.socket.readyState === c.socket.OPEN && c.socket.bufferedAmount < 1024 * 1024; i++) {
         c.socket.send(FLOOD_FRAME);
         frames++;
+        if (sockets === 1) firstSocketFrames++;
       }
       await new Promise((r) => setImmediate(r));
     }
@@ -103,7 +109,8 @@ t.test('when a device floods valid acks, then its socket is closed with 4003, it
 
   t.comment(`alert latency of another device, CAD request → push frame: quiet median ${median(quiet).toFixed(1)} ms (max ${Math.max(...quiet).toFixed(1)}); during the flood median ${median(loaded).toFixed(1)} ms, max ${Math.max(...loaded).toFixed(1)} ms over ${loaded.length} alerts`);
   t.comment(`flood: ${frames} ack frames sent on ${sockets} sockets; ${writes.get(w.a7) ?? 0} ack writes for the flooder`);
-  t.ok(frames >= sockets * 61, 'every socket was sent more frames than the budget');
+  // the budget is the device's since 2026-11-29 (issue 36): its later sockets are closed at once, before they are sent 61
+  t.ok(firstSocketFrames >= 61, 'the first socket was sent more frames than the budget');
   t.same([...new Set(codes)], [INVALID_FRAMES], 'every flooding socket was closed with 4003');
   t.ok((writes.get(w.a7) ?? 0) <= sockets, `at most one ack write per socket (${writes.get(w.a7) ?? 0} for ${sockets} sockets and ${frames} frames)`);
   t.ok(median(loaded) <= 250, 'the median alert latency during the flood stays low (a generous bound)');

@@ -8,7 +8,9 @@
 // lookup is a c-ares query (dns.promises.Resolver: plain UDP on the event loop, no thread), on a
 // resolver of its own so that its deadline cancels it and nothing else; A and AAAA are asked
 // together and what answers by the deadline is the answer. At most maxInFlight run at once; more
-// are refused at once (LookupBusy), never queued.
+// are refused at once (LookupBusy), never queued. A caller may cancel a lookup with an AbortSignal
+// (the webhook service gives a user's place to another, issue 36): its resolver is cancelled, its
+// place is free at once, and resolve rejects with LookupCancelled.
 //
 // What it answers without DNS: an IP literal is itself; `localhost` and `*.localhost` are
 // loopback (RFC 6761 section 6.3), which c-ares would not know (it reads no /etc/hosts for these
@@ -36,6 +38,14 @@ export class LookupBusy extends Error {
   constructor() {
     super('too many host-name lookups are under way');
     this.name = 'LookupBusy';
+  }
+}
+
+/** the caller's AbortSignal cancelled the lookup */
+export class LookupCancelled extends Error {
+  constructor() {
+    super('the host-name lookup was cancelled');
+    this.name = 'LookupCancelled';
   }
 }
 
@@ -69,9 +79,11 @@ export class NameLookup {
 
   /**
    * The addresses `host` has (IPv4 first), [] when it has none or none answered by the deadline;
-   * throws LookupBusy when maxInFlight lookups are under way.
+   * throws LookupBusy when maxInFlight lookups are under way, LookupCancelled when `signal` aborts
+   * it (before it answered).
    */
-  async resolve(host: string): Promise<ResolvedAddress[]> {
+  async resolve(host: string, signal?: AbortSignal): Promise<ResolvedAddress[]> {
+    if (signal?.aborted) throw new LookupCancelled();
     const literal = hostAddress(host);
     if (literal !== null) return [{ address: literal, family: isIP(literal) === 6 ? 6 : 4 }];
     if (isLocalhostName(host)) return LOOPBACK.map((a) => ({ ...a }));
@@ -82,15 +94,29 @@ export class NameLookup {
     const resolver = new dnsPromises.Resolver({ timeout: Math.max(1, Math.floor(this.timeoutMs / 3)), tries: 2 });
     if (this.servers) resolver.setServers(this.servers);
     const timer = setTimeout(() => resolver.cancel(), this.timeoutMs);
+    // a cancelled lookup's place is free at once, not when its queries have wound down
+    let counted = true;
+    const release = () => {
+      if (!counted) return;
+      counted = false;
+      this.inFlight--;
+    };
+    const onAbort = () => {
+      release();
+      resolver.cancel(); // its queries end ECANCELLED, so the await below ends soon
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
       const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+      if (signal?.aborted) throw new LookupCancelled();
       return [
         ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 as const })) : []),
         ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 as const })) : []),
       ];
     } finally {
       clearTimeout(timer);
-      this.inFlight--;
+      signal?.removeEventListener('abort', onAbort);
+      release();
     }
   }
 }

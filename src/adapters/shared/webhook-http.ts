@@ -12,7 +12,10 @@
 //
 // Lookups go through name-lookup.ts (c-ares, off libuv's thread pool, each with its own
 // deadline): the URL checks at creation on one NameLookup, the sender's connects on another, so
-// neither can use up the other's share (issue 36). An attempt that got no HTTP answer says so in
+// neither can use up the other's share (issue 36). The checks' lookups are shared between users by
+// the webhook service, which cancels one through resolve's AbortSignal (2026-11-29); the sender's
+// are not keyed by owner: its pool (64) is larger than the sender's deliveries in flight (32, at
+// most half of them one owner's: domain/webhook-share.ts), so it is never full. An attempt that got no HTTP answer says so in
 // one of a few fixed texts: never the address a name resolved to, and never whether the port
 // refused, reset or did not answer (the attempts list would otherwise be a port scanner).
 import type { LookupAddress } from 'node:dns';
@@ -69,8 +72,8 @@ export function httpWebhookTransport(options: WebhookTransportOptions = {}): Web
       return secrets.map((secret) => new Webhook(secret).sign(msgId, at, body)).join(' ');
     },
 
-    async resolve(host) {
-      const found = await forChecks.resolve(host);
+    async resolve(host, signal) {
+      const found = await forChecks.resolve(host, signal);
       if (found.length === 0) throw new Error('no address');
       return found.map((a) => a.address);
     },

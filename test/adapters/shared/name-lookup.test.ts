@@ -1,8 +1,8 @@
 // Host-name lookups (src/adapters/shared/name-lookup.ts) against a DNS stub on 127.0.0.1: the
 // answer of A and AAAA together, the deadline of a server that never answers, the bound on
-// lookups under way, and the names answered without DNS (IP literals, localhost).
+// lookups under way, cancelling a lookup (AbortSignal), and the names answered without DNS (IP literals, localhost).
 import t from 'tap';
-import { LookupBusy, NameLookup } from '../../../src/adapters/shared/name-lookup.js';
+import { LookupBusy, LookupCancelled, NameLookup } from '../../../src/adapters/shared/name-lookup.js';
 import { dnsStub } from '../../fixtures/dns-stub.js';
 
 t.test('when a name has A and AAAA records, then both are answered, IPv4 first; a name with none answers []', async (t) => {
@@ -25,6 +25,26 @@ t.test('when the server never answers, then the lookup ends by its deadline with
   t.same(await pending, []);
   t.equal(names.running, 0);
   t.same(await names.resolve('slow.example.test'), [], 'the place is free again');
+});
+
+t.test('when a lookup’s signal aborts, then it rejects LookupCancelled long before its deadline and its place is free at once', async (t) => {
+  const dns = await dnsStub(t, { 'slow.example.test': 'silent', 'cad.example.test': { a: ['93.184.216.34'] } });
+  const names = new NameLookup({ servers: [dns.server], timeoutMs: 20_000, maxInFlight: 1 });
+  const cancel = new AbortController();
+  const started = Date.now();
+  const pending = names.resolve('slow.example.test', cancel.signal);
+  const rejected = t.rejects(pending, LookupCancelled);
+  t.equal(names.running, 1);
+  cancel.abort();
+  t.equal(names.running, 0, 'freed when aborted');
+  t.same(await names.resolve('cad.example.test'), [{ address: '93.184.216.34', family: 4 }], 'another takes the place');
+  await rejected;
+  t.ok(Date.now() - started < 5000, 'ended well before its 20 s deadline');
+  await t.rejects(names.resolve('cad.example.test', cancel.signal), LookupCancelled, 'an aborted signal starts nothing');
+  const kept = new AbortController();
+  t.same(await names.resolve('cad.example.test', kept.signal), [{ address: '93.184.216.34', family: 4 }], 'a signal never aborted changes nothing');
+  kept.abort();
+  t.equal(names.running, 0, 'aborting after the answer frees nothing twice');
 });
 
 t.test('when the name is an IP literal, localhost or under .localhost, then no DNS is asked', async (t) => {
