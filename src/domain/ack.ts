@@ -6,17 +6,19 @@
 //    waiting to be) writes nothing: it is stale.
 //  - At most one ack write is in flight per socket. Acks that move the position while one is in
 //    flight merge into one waiting write (the highest wins), started when the one in flight ends.
-//  - A moving ack is useful work, bounded by the pushes sent: at most one per push frame sent on
-//    the socket comes free. A stale ack, and a moving ack past that, is charged to the socket's
-//    frame budget (the hub closes the socket past it), so a device that acks every push of any
-//    backlog is never charged, and a flood of acks costs a bounded number of writes.
+//  - One ack frame per push frame sent on the socket (resends too) comes free, whether it moves
+//    the position or not: a device that acks every push it receives, a resent backlog's copies
+//    included, is never charged. Every ack frame past that is charged to the device's frame
+//    budget (the hub closes the socket past it), so a flood of acks costs a bounded number of
+//    writes. (Until a review of 2026-11-29 only moving acks came free, and a device acking the
+//    resent copies of a 100-push backlog was closed 4003 and locked out for the minute.)
 // No I/O: the device hub does the writes and tells this when each ends.
 
 /** what the hub does with an ack frame */
 export interface AckDecision {
   /** write this ack now (nothing was in flight), or null: merged into the waiting write, or stale */
   write: number | null;
-  /** the frame counts against the socket's frame budget (it moved nothing, or more than was sent) */
+  /** the frame counts against the frame budget (more ack frames than push frames were sent) */
   charged: boolean;
 }
 
@@ -29,7 +31,8 @@ export class SocketAcks {
   /** the highest pushId sent on this socket, and how many push frames (resends too) */
   private highestSent = 0;
   private pushesSent = 0;
-  private moves = 0;
+  /** ack frames offered on this socket */
+  private acks = 0;
 
   /** the highest pushId this socket's device is known to have acknowledged (stored) */
   get acked(): number {
@@ -49,10 +52,10 @@ export class SocketAcks {
 
   /** an ack frame for `pushId` arrived */
   offer(pushId: number): AckDecision {
+    this.acks += 1;
+    const charged = this.acks > this.pushesSent;
     const upTo = Math.min(pushId, this.highestSent);
-    if (upTo <= this.position) return { write: null, charged: true };
-    this.moves += 1;
-    const charged = this.moves > this.pushesSent;
+    if (upTo <= this.position) return { write: null, charged };
     if (this.inFlight !== null) {
       this.waiting = upTo;
       return { write: null, charged };
