@@ -594,7 +594,9 @@ export interface paths {
          *     percent-encoded) is at most 2 048 characters (400). Readonly users create none
          *     (403); a user holds at most 20 webhooks (403, before any lookup). At most 4 host-name
          *     lookups of one user (32 of all users) run at once on a node: one more is a 503
-         *     `busy` with `Retry-After`.
+         *     `busy` with `Retry-After`. When a node's 32 are in use, a user holding at least two
+         *     fewer than the user holding the most takes the place of that user's newest lookup,
+         *     which is cancelled and its request answered 503 `busy`.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -1356,7 +1358,8 @@ export interface components {
              *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
              *     last-administrator, idempotency-key-in-use, precondition-failed,
              *     idempotency-key-reused, idempotency-keys-exhausted, payload-too-large,
-             *     unsupported-media-type, too-many-requests, internal-error.
+             *     unsupported-media-type, too-many-requests, busy, too-many-connections,
+             *     storage-unavailable, internal-error.
              */
             type: string;
             title: string;

@@ -4,13 +4,15 @@
 //
 //  - A user holds at most `perUser` lookups at once: one more is refused.
 //  - While the node holds fewer than `nodeMax`, a lookup is admitted.
-//  - When the node is full, a user holding fewer lookups than the largest holder takes the place
-//    of one of that holder's lookups (the service cancels that holder's newest one, whose request
-//    is refused busy as a refusal is): so the bound is shared evenly, and a newcomer gets in while
-//    it holds less than an equal share. Otherwise (the caller already holds as many as anyone) it
-//    is refused.
+//  - When the node is full, a user holding at least two fewer lookups than the largest holder
+//    takes the place of one of that holder's lookups (the service cancels that holder's newest
+//    one, whose request is refused busy as a refusal is), by the rule the connection cap and the
+//    password checks share (fair-share.ts `takesPlace`): so the bound is shared evenly, and places
+//    never swap back and forth between users one apart. Otherwise it is refused.
 // On main before this (2026-11-29), 8 users each holding 4 lookups to a domain that never answers
 // refused every other user's webhook create and update on the node.
+
+import { takesPlace } from './fair-share.js';
 
 export type LookupAdmission =
   /** start the lookup; `evict`: first cancel this user's newest lookup, whose place it takes */
@@ -36,6 +38,6 @@ export function admitLookup(held: ReadonlyMap<number, number>, userId: number, p
     }
   }
   if (total < nodeMax) return { admit: true, evict: null };
-  if (largest !== null && mine < most) return { admit: true, evict: largest };
+  if (largest !== null && takesPlace(mine, most)) return { admit: true, evict: largest };
   return { admit: false, why: 'node' };
 }

@@ -149,6 +149,8 @@ const KEY_COUNTED = `WITH pick AS (
 // the same, waiting for a stripe held by another write (its share is checked again once it is
 // released); no row: every stripe is at its share, the user holds the bound
 const KEY_COUNTED_WAIT = KEY_COUNTED.replace('FOR UPDATE SKIP LOCKED', 'FOR UPDATE');
+// a rewording of KEY_COUNTED that the replace no longer finds would make every wait skip: refuse to start
+if (KEY_COUNTED_WAIT === KEY_COUNTED) throw new Error('KEY_COUNTED_WAIT was not derived from KEY_COUNTED');
 // a user's stripes, made at its first key
 const KEY_STRIPES_MADE = `INSERT INTO idempotency_key_counts (user_id, stripe, keys)
   SELECT $1, s, 0 FROM generate_series(0, ${KEY_STRIPES - 1}) AS s ON CONFLICT DO NOTHING`;

@@ -13,10 +13,11 @@ t.test('when the node has room, then a lookup is admitted and takes no one’s p
   t.same(admitLookup(held({ 1: 3, 2: 4 }), 1, 4, 8), { admit: true, evict: null });
 });
 
-t.test('when the node is full, then a user holding fewer than the largest holder takes the place of one of its lookups', async (t) => {
+t.test('when the node is full, then a user holding at least two fewer than the largest holder takes the place of one of its lookups', async (t) => {
   t.same(admitLookup(held({ 2: 4, 3: 4 }), 1, 4, 8), { admit: true, evict: 2 }, 'a newcomer; ties go to the lower id');
   t.same(admitLookup(held({ 3: 4, 2: 4 }), 1, 4, 8), { admit: true, evict: 2 }, 'whatever the order of the map');
-  t.same(admitLookup(held({ 1: 2, 2: 3, 3: 3 }), 1, 4, 8), { admit: true, evict: 2 }, 'one holding less than an equal share');
+  t.same(admitLookup(held({ 1: 1, 2: 3, 3: 4 }), 1, 4, 8), { admit: true, evict: 3 }, 'one holding less than an equal share');
+  t.same(admitLookup(held({ 1: 2, 2: 3, 3: 3 }), 1, 4, 8), { admit: false, why: 'node' }, 'one apart: no swap (places would go back and forth)');
   t.same(admitLookup(held({ 2: 2, 3: 5, 1: 1 }), 1, 8, 8), { admit: true, evict: 3 }, 'the largest holder, not the first');
 });
 
