@@ -18,6 +18,14 @@ export function keepsAnswer(outcome: { ok: boolean }): boolean {
 }
 
 /**
+ * Whether a key kept (within its retention) answers a request with its stored answer: only the
+ * same request (the same fingerprint) does; another is refused IDEMPOTENCY_KEY_REUSED.
+ */
+export function storedKeyAnswers(storedFingerprint: string, fingerprint: string): boolean {
+  return storedFingerprint === fingerprint;
+}
+
+/**
  * How many Idempotency-Keys one user may hold (IDEMPOTENCY_KEYS_MAX), kept or not yet swept: a
  * new key past it is refused 429. Half a million in IDEMPOTENCY_TTL_H (24 h) is nearly six
  * keyed writes a second around the clock, far above a busy CAD's day; it bounds what one user's

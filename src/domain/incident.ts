@@ -177,6 +177,12 @@ export interface CurrentIncident {
   assignments: readonly Assignment[];
   /** the caller has permission on it */
   reachable: boolean;
+  /**
+   * The incident holding the originId the write names, when it is not this one (read for a
+   * change that may move the incident to another originId): its id, and whether the caller has
+   * permission on it. null or absent: the originId is free, or it is this incident's.
+   */
+  originIdHolder?: { id: number; reachable: boolean } | null;
 }
 
 /** what to write: a new incident, a replaced one, or a deletion; or why nothing is written */
@@ -370,71 +376,4 @@ export function planDelete(stored: Incident, storedAssignments: readonly Assignm
     events,
   );
   return { incident: stored, assignments: [], events, report: buildReport(statuses) };
-}
-
-// The decisions of the three incident operations, taken inside the unit of work on what it read
-// (ports/incidents.ts): the rules of who may act, in the error order, then the plan.
-
-/**
- * POST /incidents: readonly callers create nothing, nor callers not granted createIncidents (both
- * before the originId is looked at: they learn nothing of it); an originId in use is a 409 (its
- * id only for a caller who may see it)
- */
-export function decideCreate(caller: Caller, body: CreateBody, now: string): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
-  return (current, ctx) => {
-    if (caller.readonly) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
-    if (!mayTakeOriginIds(caller)) return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'create-not-granted' } };
-    if (current) return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: current.reachable ? current.incident.id : null } };
-    const outcome = planCreate(body, now, ctx);
-    return outcome.ok ? { ok: true, write: 'insert', plan: outcome.plan } : outcome;
-  };
-}
-
-/**
- * The refusal of a change to an incident that exists, before any plan: 404 when the caller has no
- * permission on it, the answer to an incident that does not exist (a 403 told that it does:
- * issue 36, 2026-11-29), then 403 for a readonly caller, or one not granted createIncidents that
- * moves it to another originId (which takes that originId as a create does).
- */
-function mayChange(caller: Caller, current: CurrentIncident, originId?: string): IncidentRefusal | null {
-  if (!current.reachable) return { code: 'NOT_FOUND' };
-  if (caller.readonly) return { code: 'FORBIDDEN', reason: 'readonly' };
-  if (originId !== undefined && originId !== current.incident.originId && !mayTakeOriginIds(caller)) return { code: 'FORBIDDEN', reason: 'create-not-granted' };
-  return null;
-}
-
-/**
- * A precondition that fails: 412 with the incident as stored. Checked after 404 and 403 (RFC
- * 9110 section 13.2.1: a precondition is ignored where the request would fail without it, and
- * a caller without permission learns nothing of the incident), before the body is acted on.
- */
-function unmet(ifMatch: IfMatch | null, current: CurrentIncident): IncidentRefusal | null {
-  if (ifMatch === null || preconditionHolds(ifMatch, current)) return null;
-  return { code: 'PRECONDITION_FAILED', current: current.incident, version: current.version };
-}
-
-/** PUT /incidents/update and PUT /incidents/{id}: a full replacement, if the incident is still as `ifMatch` says */
-export function decideUpdate(
-  caller: Caller,
-  body: UpdateBody,
-  now: string,
-  ifMatch: IfMatch | null = null,
-): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
-  return (current, ctx) => {
-    if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-    const refusal = mayChange(caller, current, body.originId) ?? unmet(ifMatch, current);
-    if (refusal) return { ok: false, refusal };
-    const outcome = planUpdate(current.incident, current.assignments, body, now, ctx);
-    return outcome.ok ? { ok: true, write: 'update', plan: outcome.plan } : outcome;
-  };
-}
-
-/** DELETE /incidents/{id}, if the incident is still as `ifMatch` says */
-export function decideDelete(caller: Caller, ifMatch: IfMatch | null = null): (current: CurrentIncident | null, ctx: MatchContext) => Decision {
-  return (current, ctx) => {
-    if (!current) return { ok: false, refusal: { code: 'NOT_FOUND' } };
-    const refusal = mayChange(caller, current) ?? unmet(ifMatch, current);
-    if (refusal) return { ok: false, refusal };
-    return { ok: true, write: 'delete', plan: planDelete(current.incident, current.assignments, ctx) };
-  };
 }

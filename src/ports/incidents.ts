@@ -2,13 +2,16 @@
 // (SQLite today, PostgreSQL next) implements it; test/adapters/contract runs against each.
 //
 // A change is a pure decision taken inside the unit of work: the adapter reads the incident the
-// locator names (and whether the caller may act on it), matches the callsigns for the caller,
-// hands both to `decide` (a domain function: src/domain/incident.ts decideCreate/Update/Delete),
-// and writes what it decided — the incident, its callsign keys, its events and their pushes (the
-// outbox) — atomically. A crash never leaves an incident without its pushes, nor pushes without it.
-import type { Caller, CurrentIncident, Decision, EventAttributes, Incident, IncidentRefusal, Locator, MatchContext, StatusReport } from '../domain/incident.js';
+// locator names (whether the caller may act on it, and who holds the originId the write names),
+// matches the callsigns for the caller, hands both to `decide` (a domain function:
+// src/domain/incident-write.ts), and writes the plan it returns — the incident, its callsign
+// keys, its response states, its webhook deliveries, its events and their pushes (the outbox) —
+// atomically, deciding nothing of it. A crash never leaves an incident without its pushes, nor pushes without it.
+import type { Caller, CurrentIncident, EventAttributes, Incident, IncidentRefusal, Locator, StatusReport } from '../domain/incident.js';
+import type { Decide, WritePlan } from '../domain/incident-write.js';
+import { storedKeyAnswers } from '../domain/idempotency.js';
 
-export type { Caller, Decision, IncidentRefusal, Locator };
+export type { Caller, Decide, IncidentRefusal, Locator, WritePlan };
 
 /**
  * An event as stored: the push of it to its device, or (incidentResponse) the device's own
@@ -27,8 +30,6 @@ export interface EventView {
 
 /** what the unit of work read, as `decide` sees it */
 export type Current = CurrentIncident;
-
-export type Decide = (current: Current | null, match: MatchContext) => Decision;
 
 /**
  * What a write answered. `version` is the incident's after it (IncidentTag; a deletion's is the
@@ -79,6 +80,11 @@ export function replayOf(stored: string): Outcome {
   return answer.ok ? { ...answer, events: [], replayed: true } : { ...answer, replayed: true };
 }
 
+/** what a key kept (and not past its retention) answers to the claim: its answer again, or IDEMPOTENCY_KEY_REUSED */
+export function keptAnswer(stored: { fingerprint: string; answer: string }, claim: IdempotencyClaim): Outcome {
+  return storedKeyAnswers(stored.fingerprint, claim.fingerprint) ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
+}
+
 /** the incident, and its version (IncidentTag) */
 export interface Versioned {
   incident: Incident;
@@ -110,6 +116,11 @@ export interface EventFilter {
 
 export interface WriteOptions {
   callsigns: readonly string[];
+  /**
+   * The originId the incident has after the write, if the request names one: when the incident
+   * read has another, the unit of work reads which incident holds it (CurrentIncident.originIdHolder).
+   */
+  originId?: string | undefined;
   now: string;
   /** the request's Idempotency-Key, if it has one */
   idempotency?: IdempotencyClaim | undefined;
@@ -118,9 +129,10 @@ export interface WriteOptions {
 export interface IncidentStorePort {
   /**
    * One unit of work: read what `locator` names, match `callsigns` for the caller, decide, write.
-   * A create names its originId (an incident found there is the 409's). Resolves when what was
-   * written is durable; a refusal writes nothing. If the decision moves the incident to an
-   * originId another incident holds, the adapter refuses with ORIGIN_ID_TAKEN.
+   * A create names its originId (an incident found there is the 409's). `decide` (a domain
+   * function: domain/incident-write.ts) refuses, or returns the plan of every row to write,
+   * which the adapter writes as it says. Resolves when what was written is durable; a refusal
+   * writes nothing.
    */
   write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome>;
   /** the incident, if the caller has permission on it */

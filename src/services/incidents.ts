@@ -1,12 +1,10 @@
 // The incident use cases: create, update (by originId or id), delete, read, list, events. Each
-// change is one unit of work of the incident store port, deciding with a pure domain function
-// (domain/incident.ts decideCreate/Update/Delete); what it wrote is published on the bus after
+// change is one unit of work of the incident store port, deciding and planning with a pure domain
+// function (domain/incident-write.ts planCreateWrite/UpdateWrite/DeleteWrite); what it wrote is published on the bus after
 // it is durable (the device hub delivers it). Refusals are thrown as Refused.
 import { normaliseCallsigns } from '../domain/callsign.js';
+import { planCreateWrite, planDeleteWrite, planUpdateWrite } from '../domain/incident-write.js';
 import {
-  decideCreate,
-  decideDelete,
-  decideUpdate,
   type Caller,
   type CreateBody,
   type IfMatch,
@@ -130,7 +128,9 @@ function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?:
 }
 
 /** a unit of work to run, or why none is (a callsign error is a 400, before any lookup) */
-export type Change = { ok: true; locator: Locator; decide: Decide; options: { callsigns: readonly string[]; now: string } } | { ok: false; refusal: IncidentRefusal };
+export type Change =
+  | { ok: true; locator: Locator; decide: Decide; options: { callsigns: readonly string[]; now: string; originId?: string } }
+  | { ok: false; refusal: IncidentRefusal };
 
 function checked(resources: readonly string[] | null | undefined): IncidentRefusal | null {
   const r = normaliseCallsigns(resources);
@@ -141,18 +141,18 @@ export function createChange(caller: Caller, rawBody: CreateBody, now: string): 
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator: { originId: body.originId }, decide: decideCreate(caller, body, now), options: { callsigns: body.resources ?? [], now } };
+  return { ok: true, locator: { originId: body.originId }, decide: planCreateWrite(caller, body, now), options: { callsigns: body.resources ?? [], now } };
 }
 
 export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string, ifMatch: IfMatch | null = null): Change {
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator, decide: decideUpdate(caller, body, now, ifMatch), options: { callsigns: body.resources ?? [], now } };
+  return { ok: true, locator, decide: planUpdateWrite(caller, body, now, ifMatch), options: { callsigns: body.resources ?? [], now, originId: body.originId } };
 }
 
 export function deleteChange(caller: Caller, id: number, now: string, ifMatch: IfMatch | null = null): Change {
-  return { ok: true, locator: { id }, decide: decideDelete(caller, ifMatch), options: { callsigns: [], now } };
+  return { ok: true, locator: { id }, decide: planDeleteWrite(caller, now, ifMatch), options: { callsigns: [], now } };
 }
 
 export class IncidentService {
@@ -198,6 +198,7 @@ export class IncidentService {
       const options: WriteOptions = {
         callsigns: change.options.callsigns,
         now: change.options.now,
+        originId: change.options.originId,
         idempotency: {
           key,
           fingerprint: print,

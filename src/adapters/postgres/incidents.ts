@@ -48,12 +48,12 @@
 import type pg from 'pg';
 import { inTransaction } from './transaction.js';
 import { callsignKey } from '../../domain/callsign.js';
-import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
+import type { Assignment, Caller, CurrentIncident, Incident, Locator, MatchContext } from '../../domain/incident.js';
+import { eventStates, type WritePlan } from '../../domain/incident-write.js';
 import { utc } from '../../domain/time.js';
-import { assignmentChanges } from '../../domain/response.js';
 import {
   answerOf,
-  replayOf,
+  keptAnswer,
   type Current,
   type Decide,
   type EventFilter,
@@ -69,15 +69,9 @@ import {
 import type { Presence } from '../../ports/presence.js';
 import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
-import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
-import { incidentClosedPayload } from '../../domain/webhook-payloads.js';
+import { incidentOf, rowValues, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { keepsAnswer, keyStripeCaps, roomForKey } from '../../domain/idempotency.js';
-
-/** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
-function closedHook(c: pg.PoolClient, incident: Incident, now: string, deleted: boolean): Promise<number> {
-  return writeWebhookDeliveries(c, incidentClosedPayload({ incident, deleted, at: now }));
-}
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
 export const MAX_RETRIES = 3;
@@ -299,31 +293,31 @@ export class PgIncidents implements IncidentStorePort {
     return found.length === unknown.length ? stored : stored.filter((a) => read.has(a.deviceId));
   }
 
-  /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
-  private async writeCallsigns(c: Client, id: number, before: readonly string[], after: readonly string[]): Promise<void> {
-    const had = new Set(before.map(callsignKey));
-    const has = new Set(after.map(callsignKey));
-    const gone = [...had].filter((k) => !has.has(k));
-    const added = [...has].filter((k) => !had.has(k));
-    if (gone.length > 0) await c.query(`DELETE FROM incident_callsigns WHERE incident_id = $1 AND callsign_key = ANY($2::text[])`, [id, gone]);
-    if (added.length > 0) {
-      await c.query(`INSERT INTO incident_callsigns (callsign_key, incident_id) SELECT k, $1 FROM unnest($2::text[]) AS k ON CONFLICT DO NOTHING`, [id, added]);
-    }
-  }
-
   /**
-   * One event per draft, which is also its push (the outbox), numbered in its device's own
-   * sequence; a stand-down of an assignment its device never received (PENDING, never sent)
-   * supersedes it, as in SQLite. The devices' rows are locked last, and held only for one
-   * statement and the COMMIT: every write that shares a device waits for them.
+   * The plan's events, each also its push (the outbox), numbered in its device's own sequence;
+   * first the unsent assignments the plan's stand-downs replace (WritePlan.supersede), as in
+   * SQLite. The devices' rows are locked last, and held only for one statement and the COMMIT:
+   * every write that shares a device waits for them.
    */
-  private async writeEvents(c: Client, incident: Incident, drafts: readonly EventDraft[], now: string, read: ReadonlySet<number>): Promise<EventView[]> {
-    if (drafts.length === 0) return [];
+  private async writeEvents(c: Client, incident: Incident, plan: WritePlan, read: ReadonlySet<number>): Promise<EventView[]> {
+    if (plan.events.length === 0) return [];
+    const { now, events: drafts } = plan;
     const [version] = await rows<{ id: string }>(c, `INSERT INTO incident_versions (incident_id, incident) VALUES ($1, $2) RETURNING id`, [
       incident.id,
       JSON.stringify(incident),
     ]);
-    const states = await this.supersede(c, incident.id, drafts);
+    const replaced = new Set<number>();
+    if (plan.supersede.length > 0) {
+      const superseded = await rows<{ device_id: string }>(
+        c,
+        `UPDATE events SET state = 'SUPERSEDED'
+           WHERE incident_id = $1 AND device_id = ANY($2::int8[]) AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0
+           RETURNING device_id`,
+        [incident.id, plan.supersede],
+      );
+      for (const r of superseded) replaced.add(Number(r.device_id));
+    }
+    const states = eventStates(drafts, replaced);
     const deviceIds = [...new Set(drafts.map((e) => e.deviceId))].sort((a, b) => a - b);
     // the devices locked in ascending id order (the bump joins `locked`, read in its order, so
     // it updates no row before the lower ones are locked); each device's push_seq bumped once
@@ -349,7 +343,7 @@ export class PgIncidents implements IncidentStorePort {
         drafts.map((e) => e.deviceId),
         drafts.map((e) => e.type),
         drafts.map((e) => JSON.stringify(e.attributes)),
-        states.map((s) => s.stored),
+        states,
         incident.id,
         now,
         Number(version!.id),
@@ -378,7 +372,7 @@ export class PgIncidents implements IncidentStorePort {
       deviceId: e.deviceId,
       incidentId: incident.id,
       attributes: e.attributes,
-      state: states[i]!.returned,
+      state: states[i]!,
       attempts: 0,
     }));
   }
@@ -391,59 +385,6 @@ export class PgIncidents implements IncidentStorePort {
    * of its device is stored SUPERSEDED (it is returned as written, PENDING, as SQLite returns it).
    * The domain's plans put stand-downs first, so that case is SQLite's rule taken whole.
    */
-  private async supersede(c: Client, incidentId: number, drafts: readonly EventDraft[]): Promise<{ stored: EventView['state']; returned: EventView['state'] }[]> {
-    const standingDown = [...new Set(drafts.filter((e) => e.type === 'incidentDeassigned').map((e) => e.deviceId))];
-    const stored = new Set<number>();
-    if (standingDown.length > 0) {
-      const superseded = await rows<{ device_id: string }>(
-        c,
-        `UPDATE events SET state = 'SUPERSEDED'
-           WHERE incident_id = $1 AND device_id = ANY($2::int8[]) AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0
-           RETURNING device_id`,
-        [incidentId, standingDown],
-      );
-      for (const r of superseded) stored.add(Number(r.device_id));
-    }
-    const states = drafts.map(() => ({ stored: 'PENDING' as EventView['state'], returned: 'PENDING' as EventView['state'] }));
-    const assignedHere = new Map<number, number[]>();
-    drafts.forEach((e, i) => {
-      const here = assignedHere.get(e.deviceId) ?? [];
-      if (e.type === 'incidentAssigned') {
-        assignedHere.set(e.deviceId, [...here, i]);
-        return;
-      }
-      const supersedes = stored.delete(e.deviceId) || here.length > 0;
-      for (const j of here) states[j]!.stored = 'SUPERSEDED';
-      assignedHere.delete(e.deviceId);
-      if (supersedes) states[i] = { stored: 'SUPERSEDED', returned: 'SUPERSEDED' };
-    });
-    return states;
-  }
-
-  /**
-   * The response states of the assignments this change ends (CANCELLED, keeping the times they
-   * reached) or starts (NONE again), under the incident's row lock, which the response unit of
-   * work (responses.ts) takes too: an answer is decided before this change or after it.
-   */
-  private async writeResponseStates(c: Client, incidentId: number, before: readonly Assignment[], after: readonly Assignment[], now: string): Promise<void> {
-    if (before.length === 0 && after.length === 0) return;
-    const { cancelled, started } = assignmentChanges(before, after);
-    if (cancelled.length > 0) {
-      await c.query(
-        `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times)
-           SELECT $1, x.d, x.c, 'CANCELLED', json_build_object('CANCELLED', $4::text)::text FROM unnest($2::int8[], $3::text[]) AS x(d, c)
-         ON CONFLICT (incident_id, device_id) DO UPDATE
-           SET status = 'CANCELLED', times = jsonb_set(assignment_responses.times::jsonb, '{CANCELLED}', to_jsonb($4::text))::text`,
-        [incidentId, cancelled.map((x) => x.deviceId), cancelled.map((x) => x.callsign), now],
-      );
-    }
-    if (started.length > 0) await c.query(`DELETE FROM assignment_responses WHERE incident_id = $1 AND device_id = ANY($2::int8[])`, [incidentId, started]);
-  }
-
-  private async finish(c: Client, plan: Plan<Incident>, version: number, now: string, read: ReadonlySet<number>): Promise<IncidentResult> {
-    const events = await this.writeEvents(c, plan.incident, plan.events, now, read);
-    return { ok: true, incident: plan.incident, version, report: plan.report, events };
-  }
 
   /**
    * The key claimed in this transaction (whether it is new, and the keys the user held), or the
@@ -456,7 +397,7 @@ export class PgIncidents implements IncidentStorePort {
       const [claimed] = await rows<{ fresh: boolean; held: number | string }>(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
       if (claimed) return { fresh: claimed.fresh, held: Number(claimed.held) };
       const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
-      if (stored) return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
+      if (stored) return keptAnswer(stored, claim);
     }
     throw new Error('an Idempotency-Key found taken, then gone, twice');
   }
@@ -525,9 +466,17 @@ export class PgIncidents implements IncidentStorePort {
     }
   }
 
-  /** the read, decision and write of a unit of work, inside its transaction */
+  /** the incident holding `originId`, when it is not `stored` (a write that would move it there) */
+  private async holder(c: Client, caller: Caller, stored: Incident, originId: string | undefined): Promise<CurrentIncident['originIdHolder']> {
+    if (originId === undefined || originId === stored.originId) return null;
+    const [taken] = await rows<{ id: string }>(c, `SELECT id FROM incidents WHERE origin_id = $1`, [originId]);
+    if (!taken) return null;
+    const id = Number(taken.id);
+    return { id, reachable: await this.reaches(c, caller, id) };
+  }
+
+  /** the read and the decision of a unit of work, inside its transaction, then the plan written */
   private async change(c: Client, caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
-    const { now } = options;
     let row: StoredRow | undefined;
     if ('id' in locator) {
       if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id, caller.id]);
@@ -539,44 +488,50 @@ export class PgIncidents implements IncidentStorePort {
     if (row) {
       const incident = toIncident(row);
       const assignments = await this.storedAssignments(c, JSON.parse(row.assignments) as Assignment[], read);
-      current = { incident, version: Number(row.version), assignments, reachable: caller.administrator || row.reachable };
+      const originIdHolder = await this.holder(c, caller, incident, options.originId);
+      current = { incident, version: Number(row.version), assignments, reachable: caller.administrator || row.reachable, originIdHolder };
     }
     const decision = decide(current, context);
-    if (!decision.ok) return decision;
-    if (decision.write === 'insert') {
-      const draft: IncidentDraft = decision.plan.incident;
-      // the creator is linked to what it created (DESIGN section 3, incident permission)
-      const keys = [...new Set(draft.resources.map(callsignKey))];
-      const [created] = await rows<{ id: string }>(c, CREATE, [...rowValues(draft, now, decision.plan.assignments), draft.originId, keys, caller.id]);
-      const incident: Incident = { id: Number(created!.id), ...draft };
-      return await this.finish(c, { ...decision.plan, incident }, 1, now, read);
-    }
-    const stored = current!.incident;
-    if (decision.write === 'delete') {
-      await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
-      // an open incident deleted is closed for the CAD; its links go with the row, so first
-      if (stored.status !== 'CLOSED') await closedHook(c, stored, now, true);
-      await this.writeCallsigns(c, stored.id, stored.resources, []);
-      await c.query(`DELETE FROM incidents WHERE id = $1`, [stored.id]);
-      // the events last, as for every write: they lock the devices (writeEvents)
-      return await this.finish(c, decision.plan, current!.version, now, read);
-    }
-    const incident = decision.plan.incident;
-    if (incident.originId !== stored.originId) {
-      const [taken] = await rows<{ id: string }>(c, `SELECT id FROM incidents WHERE origin_id = $1`, [incident.originId]);
-      if (taken) {
-        const takenId = Number(taken.id);
-        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: (await this.reaches(c, caller, takenId)) ? takenId : null } };
+    return decision.ok ? await this.persist(c, decision.plan, read) : decision;
+  }
+
+  /** every row of the plan, as it says (domain/incident-write.ts WritePlan); the events last: they lock the devices */
+  private async persist(c: Client, plan: WritePlan, read: ReadonlySet<number>): Promise<IncidentResult> {
+    const { row, now } = plan;
+    // before the row: a deleted incident's links, which say who sees it, go with it
+    for (const payload of plan.webhooks) await writeWebhookDeliveries(c, payload);
+    let incident: Incident;
+    if (row.write === 'insert') {
+      const draft = row.incident;
+      const [created] = await rows<{ id: string }>(c, CREATE, [...rowValues(draft, now, plan.assignments), draft.originId, plan.callsignKeys.add, row.creator]);
+      incident = { id: Number(created!.id), ...draft };
+    } else {
+      incident = row.incident;
+      const { cancel, restart } = plan.responses;
+      if (cancel.length > 0) {
+        await c.query(
+          `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times)
+             SELECT $1, x.d, x.c, 'CANCELLED', json_build_object('CANCELLED', $4::text)::text FROM unnest($2::int8[], $3::text[]) AS x(d, c)
+           ON CONFLICT (incident_id, device_id) DO UPDATE
+             SET status = 'CANCELLED', times = jsonb_set(assignment_responses.times::jsonb, '{CANCELLED}', to_jsonb($4::text))::text`,
+          [incident.id, cancel.map((x) => x.deviceId), cancel.map((x) => x.callsign), now],
+        );
+      }
+      if (restart.length > 0) await c.query(`DELETE FROM assignment_responses WHERE incident_id = $1 AND device_id = ANY($2::int8[])`, [incident.id, restart]);
+      const { add, remove } = plan.callsignKeys;
+      if (remove.length > 0) await c.query(`DELETE FROM incident_callsigns WHERE incident_id = $1 AND callsign_key = ANY($2::text[])`, [incident.id, remove]);
+      if (row.write === 'delete') await c.query(`DELETE FROM incidents WHERE id = $1`, [incident.id]);
+      else {
+        const values = rowValues(incident, now, plan.assignments);
+        if (row.moved) await c.query(UPDATE_AND_MOVE, [...values, plan.version, incident.originId, incident.id]);
+        else await c.query(UPDATE, [...values, plan.version, incident.id]);
+        if (add.length > 0) {
+          await c.query(`INSERT INTO incident_callsigns (callsign_key, incident_id) SELECT k, $1 FROM unnest($2::text[]) AS k ON CONFLICT DO NOTHING`, [incident.id, add]);
+        }
       }
     }
-    await this.writeResponseStates(c, stored.id, current!.assignments, decision.plan.assignments, now);
-    const version = current!.version + 1;
-    const values = rowValues(incident, now, decision.plan.assignments);
-    if (incident.originId === stored.originId) await c.query(UPDATE, [...values, version, stored.id]);
-    else await c.query(UPDATE_AND_MOVE, [...values, version, incident.originId, stored.id]);
-    if (!sameList(stored.resources, incident.resources)) await this.writeCallsigns(c, stored.id, stored.resources, incident.resources);
-    if (stored.status !== 'CLOSED' && incident.status === 'CLOSED') await closedHook(c, incident, now, false);
-    return await this.finish(c, decision.plan, version, now, read);
+    const events = await this.writeEvents(c, incident, plan, read);
+    return { ok: true, incident, version: plan.version, report: plan.report, events };
   }
 
   async list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }> {

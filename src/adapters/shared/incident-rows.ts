@@ -49,7 +49,3 @@ export function rowValues(d: IncidentDraft, storedAt: string, assignments: reado
   values.push(storedAt, JSON.stringify(assignments));
   return values;
 }
-
-export function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((v, i) => v === b[i]);
-}

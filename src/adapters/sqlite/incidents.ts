@@ -1,19 +1,19 @@
 // The incident unit of work: inside ONE synchronous SQLite transaction it reads the current
-// state, runs the pure domain function, and writes the incident (its resources and
-// assignments are on its row), its callsign keys and its events, which are the push outbox
-// (transactional outbox). Inside a group commit (group-commit.ts) it runs in the group's
+// state, runs the pure domain function, and writes the plan it returns (domain/incident-write.ts
+// WritePlan): the incident (its resources and assignments are on its row), its callsign keys,
+// response states and webhook deliveries, and its events, which are the push outbox
+// (transactional outbox). It decides none of them. Inside a group commit (group-commit.ts) it runs in the group's
 // transaction; a group with a failing operation is rolled back and each operation re-run
 // alone, so each stays atomic on its own.
 import type Database from 'better-sqlite3';
 import { callsignKey } from '../../domain/callsign.js';
-import type { Assignment, Caller, EventDraft, Incident, IncidentDraft, Locator, MatchContext, Plan } from '../../domain/incident.js';
+import type { Assignment, Caller, CurrentIncident, Incident, Locator, MatchContext } from '../../domain/incident.js';
+import { eventStates, type WritePlan } from '../../domain/incident-write.js';
 import type { Db } from './db.js';
 import { without } from './engine/tuning.js';
-import { incidentOf, rowValues, sameList, selectList, SET_LIST } from '../shared/incident-rows.js';
+import { incidentOf, rowValues, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { utc } from '../../domain/time.js';
-import { assignmentChanges } from '../../domain/response.js';
-import { answerOf, replayOf, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
-import { incidentClosedPayload } from '../../domain/webhook-payloads.js';
+import { answerOf, keptAnswer, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
 
@@ -29,11 +29,6 @@ interface StoredRow extends IncidentRow {
 }
 
 const toIncident = incidentOf;
-
-/** the incident.closed webhook deliveries, in the unit of work that closed (or deleted) it */
-function closedHook(sqlite: Database.Database, incident: Incident, now: string, deleted: boolean): void {
-  writeWebhookDeliveries(sqlite, incidentClosedPayload({ incident, deleted, at: now }));
-}
 
 /** an incident as stored, with its assignments as on its row */
 interface Stored {
@@ -266,60 +261,39 @@ export class IncidentStore {
     return { matches, online: this.presence.online };
   }
 
-  /** Moves the incident's rows of the callsign filter from the keys of `before` to those of `after`. */
-  private writeCallsigns(id: number, before: readonly string[], after: readonly string[]): void {
-    const had = new Set(before.map(callsignKey));
-    const has = new Set(after.map(callsignKey));
-    for (const key of had) if (!has.has(key)) this.st.deleteCallsign.run(key, id);
-    for (const key of has) if (!had.has(key)) this.st.insertCallsign.run(key, id);
+  /** the incident holding `originId`, when it is not `stored` (a write that would move it there) */
+  private holder(caller: Caller, stored: Incident, originId: string | undefined): CurrentIncident['originIdHolder'] {
+    if (originId === undefined || originId === stored.originId) return null;
+    const id = this.st.idByOriginId.get(originId) as number | undefined;
+    return id === undefined ? null : { id, reachable: this.reaches(caller, id) };
   }
 
   /**
-   * One event per draft, which is also its push (the outbox), numbered in its device's own
-   * sequence (pushes.ts). A stand-down whose device never received the
-   * assignment (still PENDING, never sent) supersedes it: neither is sent, so a device that
-   * reconnects later gets no stale alarm.
+   * The plan's events, each also its push (the outbox), numbered in its device's own sequence
+   * (pushes.ts); first the unsent assignments the plan's stand-downs replace (WritePlan.supersede).
    */
-  private writeEvents(incident: Incident, drafts: readonly EventDraft[], now: string): EventView[] {
-    if (drafts.length === 0) return [];
+  private writeEvents(incident: Incident, plan: WritePlan): EventView[] {
+    if (plan.events.length === 0) return [];
+    const { now } = plan;
     const versionId = this.st.insertVersion.run(incident.id, JSON.stringify(incident)).lastInsertRowid;
-    const out: EventView[] = [];
-    for (const e of drafts) {
+    const replaced = new Set<number>();
+    for (const deviceId of plan.supersede) if (this.st.supersedeAssign.run(incident.id, deviceId).changes > 0) replaced.add(deviceId);
+    const states = eventStates(plan.events, replaced);
+    return plan.events.map((e, i) => {
       const attributes = JSON.stringify(e.attributes);
-      // a stand-down of an assignment the device never received replaces it: neither is sent
-      const state: EventView['state'] =
-        e.type === 'incidentDeassigned' && this.st.supersedeAssign.run(incident.id, e.deviceId).changes > 0 ? 'SUPERSEDED' : 'PENDING';
+      const state = states[i]!;
       // the plan names only devices that exist in this transaction (storedAssignments, the matches)
       const pushId = this.st.nextPushId.get(e.deviceId) as number | undefined;
       if (pushId === undefined) throw new Error(`an event for device ${e.deviceId}, which does not exist`);
       const eventId = Number(this.st.insertEvent.run(e.type, e.deviceId, incident.id, now, attributes, versionId, state, pushId).lastInsertRowid);
-      out.push({ id: eventId, type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 });
-    }
-    return out;
-  }
-
-  /**
-   * The response states of the assignments this change ends or starts (DESIGN section 10), in
-   * this transaction: a response unit of work (responses.ts) runs before or after it, never
-   * between its read and its write, so an answer is either decided on the assignment as it was
-   * (and then cancelled here) or refused `cancelled`.
-   */
-  private writeResponseStates(incidentId: number, before: readonly Assignment[], after: readonly Assignment[], now: string): void {
-    if (before.length === 0 && after.length === 0) return;
-    const { cancelled, started } = assignmentChanges(before, after);
-    for (const c of cancelled) this.st.cancel.run({ incident: incidentId, device: c.deviceId, callsign: c.callsign, now });
-    for (const deviceId of started) this.st.restart.run(incidentId, deviceId);
-  }
-
-  private finish(plan: Plan<Incident>, version: number, now: string): IncidentResult {
-    const events = this.writeEvents(plan.incident, plan.events, now);
-    return { ok: true, incident: plan.incident, version, report: plan.report, events };
+      return { id: eventId, type: e.type, eventTime: now, deviceId: e.deviceId, incidentId: incident.id, attributes: e.attributes, state, attempts: 0 };
+    });
   }
 
   /**
    * The unit of work (ports/incidents.ts): reads the incident `locator` names and matches the
-   * callsigns for the caller, lets `decide` (a pure domain function) say what to write, and
-   * writes it, in one transaction: its own, or the group commit's it runs in.
+   * callsigns for the caller, lets `decide` (a pure domain function) plan the write, and writes
+   * the plan, in one transaction: its own, or the group commit's it runs in.
    */
   write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Outcome {
     const claim = options.idempotency;
@@ -327,9 +301,7 @@ export class IncidentStore {
     // the key, read and written in the same transaction as the write it answers
     return this.atomically((): Outcome => {
       const stored = this.st.keyAnswer.get(caller.id, claim.key) as { fingerprint: string; createdAt: string; answer: string } | undefined;
-      if (stored && stored.createdAt > claim.keptAfter) {
-        return stored.fingerprint === claim.fingerprint ? replayOf(stored.answer) : { ok: false, refusal: { code: 'IDEMPOTENCY_KEY_REUSED' } };
-      }
+      if (stored && stored.createdAt > claim.keptAfter) return keptAnswer(stored, claim);
       // a new key is counted (one past its retention is replaced: the count stands); the whole
       // write runs in one synchronous transaction, so the count read is the count written
       const fresh = stored === undefined;
@@ -345,9 +317,8 @@ export class IncidentStore {
     });
   }
 
-  /** the read, decision and write of a unit of work, inside its transaction */
+  /** the read and the decision of a unit of work, inside its transaction, then the plan written */
   private change(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Outcome {
-    const { now } = options;
     const found = this.readStored(locator);
     const context = this.matchContext(caller, options.callsigns);
     const current: Current | null = found
@@ -356,47 +327,40 @@ export class IncidentStore {
           version: found.version,
           assignments: this.storedAssignments(found.assignments, context),
           reachable: this.reaches(caller, found.incident.id),
+          originIdHolder: this.holder(caller, found.incident, options.originId),
         }
       : null;
     const decision = decide(current, context);
-    if (!decision.ok) return decision;
-    if (decision.write === 'insert') {
-      const draft: IncidentDraft = decision.plan.incident;
-      const id = Number(this.st.insert.run(...rowValues(draft, now, decision.plan.assignments), draft.originId).lastInsertRowid);
-      const incident: Incident = { id, ...draft };
-      this.writeCallsigns(id, [], incident.resources);
-      // the creator is linked to what it created (DESIGN section 3, incident permission)
-      this.st.link.run(caller.id, id);
-      return this.finish({ ...decision.plan, incident }, 1, now);
-    }
-    const stored = current!.incident;
-    if (decision.write === 'delete') {
-      this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
-      const result = this.finish(decision.plan, current!.version, now);
-      // an open incident deleted is closed for the CAD; its links go with the row, so first
-      if (stored.status !== 'CLOSED') closedHook(this.sqlite, stored, now, true);
-      this.forget(stored.id);
-      this.writeCallsigns(stored.id, stored.resources, []);
-      this.st.delete.run(stored.id);
-      return result;
-    }
-    const incident = decision.plan.incident;
-    if (incident.originId !== stored.originId) {
-      const taken = this.st.idByOriginId.get(incident.originId) as number | undefined;
-      if (taken !== undefined) {
-        return { ok: false, refusal: { code: 'ORIGIN_ID_TAKEN', incidentId: this.reaches(caller, taken) ? taken : null } };
+    return decision.ok ? this.persist(decision.plan) : decision;
+  }
+
+  /** every row of the plan, as it says (domain/incident-write.ts WritePlan) */
+  private persist(plan: WritePlan): IncidentResult {
+    const { row, now } = plan;
+    // before the row: a deleted incident's links, which say who sees it, go with it
+    for (const payload of plan.webhooks) writeWebhookDeliveries(this.sqlite, payload);
+    let incident: Incident;
+    if (row.write === 'insert') {
+      const draft = row.incident;
+      const id = Number(this.st.insert.run(...rowValues(draft, now, plan.assignments), draft.originId).lastInsertRowid);
+      incident = { id, ...draft };
+      this.st.link.run(row.creator, id);
+    } else {
+      incident = row.incident;
+      this.forget(incident.id);
+      if (row.write === 'update') {
+        const values = rowValues(incident, now, plan.assignments);
+        if (row.moved) this.st.updateAndMove.run(...values, plan.version, incident.originId, incident.id);
+        else this.st.update.run(...values, plan.version, incident.id);
       }
     }
-    this.forget(stored.id);
-    this.writeResponseStates(stored.id, current!.assignments, decision.plan.assignments, now);
-    const version = current!.version + 1;
-    const values = rowValues(incident, now, decision.plan.assignments);
-    if (incident.originId === stored.originId) this.st.update.run(...values, version, stored.id);
-    else this.st.updateAndMove.run(...values, version, incident.originId, stored.id);
-    // most CAD updates change a description or priority, not the callsigns
-    if (!sameList(stored.resources, incident.resources)) this.writeCallsigns(stored.id, stored.resources, incident.resources);
-    if (stored.status !== 'CLOSED' && incident.status === 'CLOSED') closedHook(this.sqlite, incident, now, false);
-    return this.finish(decision.plan, version, now);
+    for (const c of plan.responses.cancel) this.st.cancel.run({ incident: incident.id, device: c.deviceId, callsign: c.callsign, now });
+    for (const deviceId of plan.responses.restart) this.st.restart.run(incident.id, deviceId);
+    for (const key of plan.callsignKeys.remove) this.st.deleteCallsign.run(key, incident.id);
+    for (const key of plan.callsignKeys.add) this.st.insertCallsign.run(key, incident.id);
+    const events = this.writeEvents(incident, plan);
+    if (row.write === 'delete') this.st.delete.run(incident.id);
+    return { ok: true, incident, version: plan.version, report: plan.report, events };
   }
 
   list(filter: ListFilter): { incidents: Incident[]; more: boolean } {

@@ -1,7 +1,8 @@
 // The incident store port's contract (ports/incidents.ts): the unit of work and the reads.
 // Every adapter must pass it unchanged; test/adapters/<adapter>/contract.test.ts runs it.
 import type { Test } from 'tap';
-import { decideCreate, type CurrentIncident, type Decision, type MatchContext } from '../../../src/domain/incident.js';
+import type { CurrentIncident, MatchContext } from '../../../src/domain/incident.js';
+import { planCreateWrite } from '../../../src/domain/incident-write.js';
 import type { Decide, EventView } from '../../../src/ports/incidents.js';
 import { at, brief, byDevice, ok, world, type StorageFactory } from './world.js';
 
@@ -79,16 +80,27 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       await w.incidents.write(cad, { originId: 'CAD-2' }, peek, opts);
       await w.incidents.write(cad, { id: r.incident.id + 1000 }, peek, { callsigns: [], now: w.now() });
       const assignments = [{ callsignKey: 'e1', callsign: 'E1', deviceId: a.id }];
-      t.same(seen[0]!.current, { incident: r.incident, version: 1, assignments, reachable: true }, 'by originId: the incident, its assignments, reachable by its creator');
+      t.same(seen[0]!.current, { incident: r.incident, version: 1, assignments, reachable: true, originIdHolder: null }, 'by originId: the incident, its assignments, reachable by its creator');
       t.same([...seen[0]!.match.matches], [['e1', [a.id]]], 'callsigns matched by key, once each; a key with no device is left out');
       t.same([...seen[0]!.match.online], [s.id], 'and the devices online now');
-      t.same(seen[1]!.current, { incident: r.incident, version: 1, assignments, reachable: false }, 'by id, for a caller who does not reach it');
+      t.same(seen[1]!.current, { incident: r.incident, version: 1, assignments, reachable: false, originIdHolder: null }, 'by id, for a caller who does not reach it');
       t.same([...seen[1]!.match.matches], [['e1', [s.id]]], 'matched among the devices that caller reaches');
       t.equal(seen[2]!.current?.reachable, true, 'an administrator reaches every incident');
       t.same([...seen[2]!.match.matches], [['e1', [a.id, s.id]]], 'and matches every enabled device, in id order');
       t.equal(seen[3]!.current, null, 'no incident under that originId');
       t.equal(seen[4]!.current, null, 'none with that id');
       t.same([...seen[4]!.match.matches], [], 'no callsigns: no match');
+      // a write naming another originId: decide sees who holds it, and whether the caller reaches that one
+      const other = ok(t, await w.create(cad, 'CAD-9'));
+      const naming = (originId: string) => ({ callsigns: [], now: w.now(), originId });
+      await w.incidents.write(cad, { id: r.incident.id }, peek, naming('CAD-9'));
+      await w.incidents.write(stranger, { id: r.incident.id }, peek, naming('CAD-9'));
+      await w.incidents.write(cad, { id: r.incident.id }, peek, naming('CAD-FREE'));
+      await w.incidents.write(cad, { id: r.incident.id }, peek, naming('CAD-1'));
+      t.same(seen[5]!.current?.originIdHolder, { id: other.incident.id, reachable: true }, 'the incident holding the originId named, reached by its creator');
+      t.same(seen[6]!.current?.originIdHolder, { id: other.incident.id, reachable: false }, 'and not by a stranger');
+      t.equal(seen[7]!.current?.originIdHolder, null, 'a free originId: no holder');
+      t.equal(seen[8]!.current?.originIdHolder, null, 'the incident’s own originId: no holder');
     });
 
     t.test('when a create names an originId in use, then it is refused ORIGIN_ID_TAKEN (with the id only for a caller who reaches it) and nothing is written', async (t) => {
@@ -226,35 +238,6 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       t.same(await w.pushIds(never.id), [3], 'pending: only the new assignment, numbered after the superseded pushes');
     });
 
-    t.test('when an incident is closed and reopened, then its devices are stood down with incidentStatus CLOSED, and assigned again', async (t) => {
-      const w = await world(t, factory);
-      const cad = await w.user('CAD');
-      const a = await w.device('E1', cad);
-      const b = await w.device('E2', cad);
-      const r = ok(t, await w.create(cad, 'CAD-1', ['E1', 'E2']));
-      const id = r.incident.id;
-      const closedAt = w.now();
-      const c = ok(t, await w.update(cad, { id }, { originId: 'CAD-1', status: 'CLOSED', resources: [] }, closedAt));
-      t.match(c.incident, { status: 'CLOSED', timeClosed: closedAt, resources: [] });
-      t.same(brief(byDevice(c.events)), [
-        ['incidentDeassigned', a.id, { callsign: 'E1', incidentStatus: 'CLOSED' }],
-        ['incidentDeassigned', b.id, { callsign: 'E2', incidentStatus: 'CLOSED' }],
-      ]);
-      const before = await w.snapshot();
-      t.same(await w.update(cad, { id }, { originId: 'CAD-1', resources: ['E1'] }), { ok: false, refusal: { code: 'INCIDENT_CLOSED', beingClosed: false } }, 'a closed incident takes no callsigns');
-      t.same(await w.snapshot(), before, 'and nothing is written');
-      const still = ok(t, await w.update(cad, { id }, { originId: 'CAD-1', status: 'CLOSED', description: 'later' }));
-      t.match(still.incident, { status: 'CLOSED', timeClosed: closedAt, description: 'later' }, 'closed again: its closing time is kept');
-      t.same(still.events, [], 'and nobody is told');
-      const o = ok(t, await w.update(cad, { id }, { originId: 'CAD-1', status: 'OPEN', resources: ['E1'] }));
-      t.match(o.incident, { status: 'OPEN', timeClosed: null, resources: ['E1'] });
-      t.same(brief(o.events), [['incidentAssigned', a.id, { callsign: 'E1' }]], 'reopened with E1: assigned again');
-      t.same(await w.incidents.get(cad, id), o.incident);
-      const statuses = async (status: 'OPEN' | 'CLOSED') => (await w.incidents.list({ ownerIds: null, status, limit: 10, offset: 0 })).incidents.map((i) => i.id);
-      t.same(await statuses('OPEN'), [id]);
-      t.same(await statuses('CLOSED'), []);
-    });
-
     t.test('when an incident is deleted, then its row goes, its events stay, its devices are stood down, and a new incident may take its originId', async (t) => {
       const w = await world(t, factory);
       const cad = await w.user('CAD');
@@ -342,7 +325,7 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       );
       // a decision that would have written, refused after the match
       const would: Decide = (current, match) => {
-        const d = decideCreate(cad, { originId: 'CAD-3', type: 'FIRE', latitude: 0, longitude: 0, priority: 1, resources: ['E1'] }, at(0))(current, match);
+        const d = planCreateWrite(cad, { originId: 'CAD-3', type: 'FIRE', latitude: 0, longitude: 0, priority: 1, resources: ['E1'] }, at(0))(current, match);
         t.ok(d.ok, 'the decision would write');
         return { ok: false, refusal: { code: 'FORBIDDEN', reason: 'readonly' } };
       };
@@ -364,8 +347,9 @@ export async function incidentStoreContract(t: Test, factory: StorageFactory): P
       // a plan whose second event names a device that does not exist: the incident and the first
       // event are written before the adapter finds out
       const broken: Decide = (current, match) => {
-        const d = decideCreate(cad, { originId: 'CAD-2', type: 'FIRE', latitude: 0, longitude: 0, priority: 1, resources: ['E1'] }, at(0))(current, match) as Decision & { ok: true };
-        d.plan.events.push({ type: 'incidentAssigned', deviceId: gone.id, online: false, attributes: { callsign: 'E2' } });
+        const d = planCreateWrite(cad, { originId: 'CAD-2', type: 'FIRE', latitude: 0, longitude: 0, priority: 1, resources: ['E1'] }, at(0))(current, match);
+        if (!d.ok) throw new Error('the plan was refused');
+        d.plan.events.push({ type: 'incidentAssigned', deviceId: gone.id, online: false, attributes: { callsign: 'E2' }, state: 'PENDING' });
         return d;
       };
       await t.rejects(w.incidents.write(cad, { originId: 'CAD-2' }, broken, { callsigns: ['E1'], now: w.now() }));

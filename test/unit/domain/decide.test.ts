@@ -1,7 +1,8 @@
 // The decisions taken inside an incident unit of work (domain/incident.ts decide*), and the
 // refusals services throw (domain/refusal.ts): who may act, in the error order 404 → 403 → 409.
 import t from 'tap';
-import { decideCreate, decideDelete, decideUpdate, type Caller, type CurrentIncident, type Incident, type MatchContext } from '../../../src/domain/incident.js';
+import { type Caller, type CurrentIncident, type Incident, type MatchContext } from '../../../src/domain/incident.js';
+import { decideCreate, decideDelete, decideUpdate } from '../../../src/domain/incident-write.js';
 import { REFUSAL_CODES, Refused, refuse } from '../../../src/domain/refusal.js';
 
 const NOW = '2026-11-22T12:00:00.000Z';

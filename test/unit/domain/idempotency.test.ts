@@ -1,7 +1,7 @@
 // The Idempotency-Key's syntax (an RFC 8941 sf-string, as the IETF httpapi draft says) and the
 // canonical body a request's fingerprint is made of (domain/idempotency.ts).
 import t from 'tap';
-import { canonicalJson, IDEMPOTENCY_KEY_MAX, keepsAnswer, keyStripeCaps, parseIdempotencyKey, preconditionIdentity, requestIdentity, roomForKey } from '../../../src/domain/idempotency.js';
+import { canonicalJson, IDEMPOTENCY_KEY_MAX, keepsAnswer, keyStripeCaps, parseIdempotencyKey, preconditionIdentity, requestIdentity, roomForKey, storedKeyAnswers } from '../../../src/domain/idempotency.js';
 
 t.test('when the key is an sf-string, then its content is the key, escapes undone', async (t) => {
   t.same(parseIdempotencyKey('"8e03978e-40d5-43e8-bc93-6894a57f9324"'), { ok: true, key: '8e03978e-40d5-43e8-bc93-6894a57f9324' });
@@ -87,4 +87,9 @@ t.test('when the key bound is shared out over stripes, then the shares add up to
   t.notOk(roomForKey(20, 20));
   t.ok(keepsAnswer({ ok: true }));
   t.notOk(keepsAnswer({ ok: false }), 'a refusal keeps no key');
+});
+
+t.test('when a kept key meets a request, then only the same request (its fingerprint) gets the stored answer; another is refused as a reused key', async (t) => {
+  t.ok(storedKeyAnswers('f1', 'f1'));
+  t.notOk(storedKeyAnswers('f1', 'f2'));
 });

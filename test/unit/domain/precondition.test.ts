@@ -1,7 +1,8 @@
 // If-Match inside the decision (domain/incident.ts decideUpdate/decideDelete, DESIGN section 12):
 // checked on the incident the unit of work read, after 404 and 403, before the body is acted on.
 import t from 'tap';
-import { decideDelete, decideUpdate, preconditionHolds, type Caller, type CurrentIncident, type Incident, type MatchContext } from '../../../src/domain/incident.js';
+import { preconditionHolds, type Caller, type CurrentIncident, type Incident, type MatchContext } from '../../../src/domain/incident.js';
+import { decideDelete, decideUpdate } from '../../../src/domain/incident-write.js';
 
 const NOW = '2026-11-22T12:00:00.000Z';
 const cad: Caller = { id: 2, administrator: false, readonly: false, createIncidents: true };
