@@ -13,16 +13,9 @@
 //     locked (a KEY SHARE lock on each cost a third of the throughput of writes sharing
 //     devices, 2026-11-26): one deleted before the events are written is found missing then
 //     (DeviceGone), and the unit of work runs again without it.
-//  3. write the incident, its callsign keys, the creator's link (a create: one statement), an
-//     incident_versions row; the devices that get events are noted, and told to the other
-//     nodes with `pg_notify('pushes', '<device id>,<device id>,…')` AFTER the commit, never in
-//     the transaction: a transaction that has queued a NOTIFY takes one cluster-wide lock at its
-//     commit and holds it until the commit is on disk, so no two writes that notified could
-//     commit together (7 of 8.6 active backends waited on it in the bench of 2026-11-26,
-//     scripts/bench/postgres.ts). Sent after the commit, the notification is its own short
-//     statement with no write to flush; the device ids of writes that commit in the same turn
-//     of the event loop go in one. A node that dies between the commit and the NOTIFY loses
-//     the notification: the other nodes' 2 s poll (bus.ts) sends those pushes.
+//  3. write the plan's rows (WritePlan: the incident, its callsign keys, the creator's link, response
+//     states, webhook deliveries, an incident_versions row); the devices that get events are told
+//     to the other nodes AFTER the commit (push-notify.ts), never in the transaction.
 //  4. the events, last, in one statement: the devices that get them locked in ascending id
 //     order (`FOR NO KEY UPDATE`, a materialised CTE the bump joins, so no row is updated
 //     before every lower one is locked): two writes sharing devices never wait on each other
@@ -49,16 +42,13 @@ import type pg from 'pg';
 import { inTransaction } from './transaction.js';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, CurrentIncident, Incident, Locator, MatchContext } from '../../domain/incident.js';
-import { eventStates, type WritePlan } from '../../domain/incident-write.js';
-import { utc } from '../../domain/time.js';
+import type { WritePlan } from '../../domain/incident-write.js';
 import {
   answerOf,
-  keptAnswer,
   type Current,
   type Decide,
   type EventFilter,
   type EventView,
-  type IdempotencyClaim,
   type IncidentResult,
   type IncidentStorePort,
   type ListFilter,
@@ -71,19 +61,17 @@ import type { PgDb } from './db.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { incidentOf, rowValues, selectList, SET_LIST } from '../shared/incident-rows.js';
 import { writeWebhookDeliveries } from './webhooks.js';
-import { keepsAnswer, keyStripeCaps, roomForKey } from '../../domain/idempotency.js';
+import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
+import { claimKey, countKey, storeAnswer, sweepKeys } from './idempotency-keys.js';
+import { listEvents, listIncidents, type IncidentRow } from './incident-reads.js';
+import { inRange } from './ids.js';
+import { PushNotifier } from './push-notify.js';
+import { DeviceGone, writeEvents } from './event-rows.js';
 
 /** retries of a unit of work after a serialization failure, a deadlock or an originId taken meanwhile */
 export const MAX_RETRIES = 3;
 
-/** the channel a write notifies, with the ids of the devices it wrote pushes for */
-export const PUSH_CHANNEL = 'pushes';
 
-/** NOTIFY refuses payloads of 8000 bytes or more: longer lists of device ids go in several */
-const NOTIFY_MAX = 7900;
-
-/** a row as read: ids are int8, which `pg` gives as strings; the callsigns still JSON */
-type IncidentRow = Omit<Incident, 'id' | 'resources'> & { id: string | number; resources: string };
 
 interface StoredRow extends IncidentRow {
   /** JSON array of Assignment */
@@ -117,52 +105,6 @@ const REACHED = `EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = 
 const STORED_BY_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} FROM incidents WHERE id = $1 FOR UPDATE OF incidents`;
 const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, version, ${REACHED} FROM incidents WHERE origin_id = $1 FOR UPDATE OF incidents`;
 const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
-// The Idempotency-Key, claimed first in the unit of work: inserted, or taken over when past its
-// retention (created at or before $5). A unit of work with the same key that has not ended holds the row: this one
-// waits for it, then finds the key taken (no row returned) and reads its answer.
-// With it, whether the row is new (xmax 0: inserted, not taken over) and the keys the user held
-// as this transaction began (the early refusal; the exact count is taken by KEY_COUNTED).
-const KEY_CLAIM = `WITH claimed AS (
-    INSERT INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES ($1, $2, $3, $4, '')
-    ON CONFLICT (user_id, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at, answer = ''
-      WHERE idempotency_keys.created_at <= $5
-    RETURNING xmax = 0 AS fresh
-  )
-  SELECT fresh, (SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE user_id = $1) AS held FROM claimed`;
-/** the stripes a user's keys are counted in (schema.ts idempotencyKeyCounts) */
-const KEY_STRIPES = 16;
-// A new key counted, near the end of its unit of work, in a stripe below its share ($2, by
-// stripe) that no other write holds (SKIP LOCKED; locked until the COMMIT): no row when every
-// stripe with room is held or there is none (KEY_COUNTED_WAIT then).
-const KEY_COUNTED = `WITH pick AS (
-    SELECT stripe FROM idempotency_key_counts WHERE user_id = $1 AND keys < ($2::int[])[stripe + 1]
-    ORDER BY random() LIMIT 1 FOR UPDATE SKIP LOCKED
-  )
-  UPDATE idempotency_key_counts k SET keys = k.keys + 1 FROM pick WHERE k.user_id = $1 AND k.stripe = pick.stripe
-  RETURNING k.stripe`;
-// the same, waiting for a stripe held by another write (its share is checked again once it is
-// released); no row: every stripe is at its share, the user holds the bound
-const KEY_COUNTED_WAIT = KEY_COUNTED.replace('FOR UPDATE SKIP LOCKED', 'FOR UPDATE');
-// a rewording of KEY_COUNTED that the replace no longer finds would make every wait skip: refuse to start
-if (KEY_COUNTED_WAIT === KEY_COUNTED) throw new Error('KEY_COUNTED_WAIT was not derived from KEY_COUNTED');
-// a user's stripes, made at its first key
-const KEY_STRIPES_MADE = `INSERT INTO idempotency_key_counts (user_id, stripe, keys)
-  SELECT $1, s, 0 FROM generate_series(0, ${KEY_STRIPES - 1}) AS s ON CONFLICT DO NOTHING`;
-const KEY_ANSWER = `SELECT fingerprint, answer FROM idempotency_keys WHERE user_id = $1 AND key = $2`;
-// the answer, and the stripe a new key was counted in (null: one taken over keeps its own)
-const KEY_STORE = `UPDATE idempotency_keys SET answer = $3, stripe = coalesce($4, stripe) WHERE user_id = $1 AND key = $2`;
-// the keys' counts lowered with them; created_at checked again on the row deleted, so a key
-// taken over meanwhile (KEY_CLAIM, created now) is not swept
-const KEY_SWEEP = `WITH gone AS (
-    DELETE FROM idempotency_keys WHERE (user_id, key) IN (
-      SELECT user_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2) AND created_at < $1
-    RETURNING user_id, stripe
-  ), counted AS (
-    SELECT user_id, stripe, count(*)::int AS n FROM gone GROUP BY user_id, stripe
-  ), lowered AS (
-    UPDATE idempotency_key_counts k SET keys = k.keys - counted.n FROM counted WHERE k.user_id = counted.user_id AND k.stripe = counted.stripe
-  )
-  SELECT coalesce(sum(n), 0)::int AS removed FROM counted`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
@@ -171,12 +113,6 @@ const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.n
       AND (ud.user_id = $2 OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)))
   ORDER BY d.id`;
 
-const PG_INT8_MAX = 9223372036854775807n;
-
-/** an id the database can hold: a larger one names no row (int8 would reject it) */
-function inRange(id: number): boolean {
-  return Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
-}
 
 /** an outcome whose unit of work is rolled back, its key claim with it: a refusal, or a key past the bound */
 class Unkept extends Error {
@@ -185,8 +121,6 @@ class Unkept extends Error {
   }
 }
 
-/** a device the unit of work read (matched, or of a stored assignment) was deleted before its events were written */
-export class DeviceGone extends Error {}
 
 /** whether the unit of work is run again: a serialization failure, a deadlock, an originId taken or a device deleted by a write that committed meanwhile */
 export function runsAgain(err: unknown): boolean {
@@ -203,29 +137,14 @@ export class PgIncidents implements IncidentStorePort {
   /** units of work run again (serialization failures, deadlocks, originIds taken, devices deleted meanwhile), for stats */
   retries = 0;
 
-  /** devices with pushes committed and not yet told to the other nodes (flushed once per turn) */
-  private readonly toNotify = new Set<number>();
-  private notifying = false;
+  /** tells the other nodes which devices have pushes, after each commit (push-notify.ts) */
+  private readonly notifier: PushNotifier;
 
   constructor(
     private readonly db: PgDb,
     private readonly presence: Presence,
-  ) {}
-
-  /** after a commit: the devices it wrote pushes for, told to every node's LISTEN in the next turn */
-  private notifyAfterCommit(deviceIds: readonly number[]): void {
-    for (const id of deviceIds) this.toNotify.add(id);
-    if (this.notifying || this.toNotify.size === 0) return;
-    this.notifying = true;
-    setImmediate(() => {
-      const ids = [...this.toNotify].sort((a, b) => a - b);
-      this.toNotify.clear();
-      this.notifying = false;
-      for (const payload of notifyPayloads(ids)) {
-        // lost (the database away): the other nodes' poll finds these pushes within 2 s
-        this.pool.query(`SELECT pg_notify($1, $2)`, [PUSH_CHANNEL, payload]).catch(() => {});
-      }
-    });
+  ) {
+    this.notifier = new PushNotifier(db.$client);
   }
 
   private get pool(): pg.Pool {
@@ -294,90 +213,6 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   /**
-   * The plan's events, each also its push (the outbox), numbered in its device's own sequence;
-   * first the unsent assignments the plan's stand-downs replace (WritePlan.supersede), as in
-   * SQLite. The devices' rows are locked last, and held only for one statement and the COMMIT:
-   * every write that shares a device waits for them.
-   */
-  private async writeEvents(c: Client, incident: Incident, plan: WritePlan, read: ReadonlySet<number>): Promise<EventView[]> {
-    if (plan.events.length === 0) return [];
-    const { now, events: drafts } = plan;
-    const [version] = await rows<{ id: string }>(c, `INSERT INTO incident_versions (incident_id, incident) VALUES ($1, $2) RETURNING id`, [
-      incident.id,
-      JSON.stringify(incident),
-    ]);
-    const replaced = new Set<number>();
-    if (plan.supersede.length > 0) {
-      const superseded = await rows<{ device_id: string }>(
-        c,
-        `UPDATE events SET state = 'SUPERSEDED'
-           WHERE incident_id = $1 AND device_id = ANY($2::int8[]) AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0
-           RETURNING device_id`,
-        [incident.id, plan.supersede],
-      );
-      for (const r of superseded) replaced.add(Number(r.device_id));
-    }
-    const states = eventStates(drafts, replaced);
-    const deviceIds = [...new Set(drafts.map((e) => e.deviceId))].sort((a, b) => a - b);
-    // the devices locked in ascending id order (the bump joins `locked`, read in its order, so
-    // it updates no row before the lower ones are locked); each device's push_seq bumped once
-    // by its number of events, which take the numbers in plan order; the events inserted in
-    // plan order, so their ids grow in it
-    const written = await rows<{ id: string; device_id: string; push_seq: string }>(
-      c,
-      `WITH locked AS MATERIALIZED (
-         SELECT id FROM devices WHERE id = ANY($8::int8[]) ORDER BY id FOR NO KEY UPDATE
-       ), input AS (
-         SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS x(device_id, type, attributes, state, ord)
-       ), counts AS (
-         SELECT device_id, count(*) AS n FROM input GROUP BY device_id
-       ), bumped AS (
-         UPDATE devices d SET push_seq = d.push_seq + c.n FROM counts c JOIN locked l ON l.id = c.device_id WHERE d.id = c.device_id RETURNING d.id, d.push_seq - c.n AS before
-       )
-       INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, state, push_seq)
-       SELECT i.type, i.device_id, $5, $6, i.attributes, $7, i.state, b.before + row_number() OVER (PARTITION BY i.device_id ORDER BY i.ord)
-       FROM input i JOIN bumped b ON b.id = i.device_id
-       ORDER BY i.ord
-       RETURNING id, device_id, push_seq`,
-      [
-        drafts.map((e) => e.deviceId),
-        drafts.map((e) => e.type),
-        drafts.map((e) => JSON.stringify(e.attributes)),
-        states,
-        incident.id,
-        now,
-        Number(version!.id),
-        deviceIds,
-      ],
-    );
-    if (written.length !== drafts.length) {
-      const found = new Set(written.map((r) => Number(r.device_id)));
-      const missing = drafts.find((e) => !found.has(e.deviceId))!.deviceId;
-      // deleted since this unit of work read it: run again, without it; else a plan's bug
-      if (read.has(missing)) throw new DeviceGone(`device ${missing} was deleted during the write`);
-      throw new Error(`an event for device ${missing}, which does not exist`);
-    }
-    // each device's rows, in push_seq order, are its drafts in plan order
-    const byDevice = new Map<number, number[]>();
-    for (const r of [...written].sort((x, y) => Number(x.push_seq) - Number(y.push_seq))) {
-      const device = Number(r.device_id);
-      let ids = byDevice.get(device);
-      if (!ids) byDevice.set(device, (ids = []));
-      ids.push(Number(r.id));
-    }
-    return drafts.map((e, i) => ({
-      id: byDevice.get(e.deviceId)!.shift()!,
-      type: e.type,
-      eventTime: now,
-      deviceId: e.deviceId,
-      incidentId: incident.id,
-      attributes: e.attributes,
-      state: states[i]!,
-      attempts: 0,
-    }));
-  }
-
-  /**
    * SQLite's stand-down rule, in one statement: SQLite writes the drafts in order, and each
    * stand-down supersedes its device's assignments of the incident still PENDING and never sent
    * (the stand-down is then SUPERSEDED too). Here the stored ones are superseded at once, and
@@ -385,32 +220,6 @@ export class PgIncidents implements IncidentStorePort {
    * of its device is stored SUPERSEDED (it is returned as written, PENDING, as SQLite returns it).
    * The domain's plans put stand-downs first, so that case is SQLite's rule taken whole.
    */
-
-  /**
-   * The key claimed in this transaction (whether it is new, and the keys the user held), or the
-   * answer to give instead: the stored one (same fingerprint), or IDEMPOTENCY_KEY_REUSED.
-   */
-  private async claim(c: Client, caller: Caller, claim: IdempotencyClaim, now: string): Promise<Outcome | { fresh: boolean; held: number }> {
-    // a key found taken can be swept (past its retention by another node's clock) before it is
-    // read: then it is claimed again
-    for (let attempt = 0; attempt < 2; attempt += 1) {
-      const [claimed] = await rows<{ fresh: boolean; held: number | string }>(c, KEY_CLAIM, [caller.id, claim.key, claim.fingerprint, now, claim.keptAfter]);
-      if (claimed) return { fresh: claimed.fresh, held: Number(claimed.held) };
-      const [stored] = await rows<{ fingerprint: string; answer: string }>(c, KEY_ANSWER, [caller.id, claim.key]);
-      if (stored) return keptAnswer(stored, claim);
-    }
-    throw new Error('an Idempotency-Key found taken, then gone, twice');
-  }
-
-  /** the stripe a new key of the user is counted in, or null when the user holds the bound */
-  private async countKey(c: Client, userId: number, max: number): Promise<number | null> {
-    const caps = keyStripeCaps(max, KEY_STRIPES);
-    const [free] = await rows<{ stripe: number }>(c, KEY_COUNTED, [userId, caps]);
-    if (free) return free.stripe;
-    await c.query(KEY_STRIPES_MADE, [userId]);
-    const [waited] = await rows<{ stripe: number }>(c, KEY_COUNTED_WAIT, [userId, caps]);
-    return waited ? waited.stripe : null;
-  }
 
   async read(caller: Caller, id: number): Promise<Versioned | 'NOT_FOUND' | 'FORBIDDEN'> {
     if (!inRange(id)) return 'NOT_FOUND';
@@ -421,8 +230,7 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   async sweepIdempotencyKeys(createdBefore: string, limit: number): Promise<number> {
-    const [swept] = await rows<{ removed: number }>(this.pool, KEY_SWEEP, [createdBefore, limit]);
-    return swept?.removed ?? 0;
+    return sweepKeys(this.pool, createdBefore, limit);
   }
 
   /**
@@ -433,7 +241,7 @@ export class PgIncidents implements IncidentStorePort {
   async write(caller: Caller, locator: Locator, decide: Decide, options: WriteOptions): Promise<Outcome> {
     const outcome = await this.committed(caller, locator, decide, options);
     // committed: the other nodes may send these pushes (a replay wrote none)
-    if (outcome.ok && !outcome.replayed && outcome.events.length > 0) this.notifyAfterCommit(outcome.events.map((e) => e.deviceId));
+    if (outcome.ok && !outcome.replayed && outcome.events.length > 0) this.notifier.afterCommit(outcome.events.map((e) => e.deviceId));
     return outcome;
   }
 
@@ -443,7 +251,7 @@ export class PgIncidents implements IncidentStorePort {
     const exhausted: Outcome = { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: claim.maxKeys } };
     try {
       return await this.unitOfWork(async (c): Promise<Outcome> => {
-        const claimed = await this.claim(c, caller, claim, options.now);
+        const claimed = await claimKey(c, caller.id, claim, options.now);
         if ('ok' in claimed) return claimed;
         // a new key past the bound: refused before deciding, as SQLite refuses it
         if (claimed.fresh && !roomForKey(claimed.held, claim.maxKeys)) throw new Unkept(exhausted);
@@ -454,10 +262,10 @@ export class PgIncidents implements IncidentStorePort {
         // past the bound, the write is rolled back
         let stripe: number | null = null;
         if (claimed.fresh) {
-          stripe = await this.countKey(c, caller.id, claim.maxKeys);
+          stripe = await countKey(c, caller.id, claim.maxKeys);
           if (stripe === null) throw new Unkept(exhausted);
         }
-        await c.query(KEY_STORE, [caller.id, claim.key, JSON.stringify(answerOf(outcome)), stripe]);
+        await storeAnswer(c, caller.id, claim.key, JSON.stringify(answerOf(outcome)), stripe);
         return outcome;
       });
     } catch (err) {
@@ -530,94 +338,15 @@ export class PgIncidents implements IncidentStorePort {
         }
       }
     }
-    const events = await this.writeEvents(c, incident, plan, read);
+    const events = await writeEvents(c, incident, plan, read);
     return { ok: true, incident, version: plan.version, report: plan.report, events };
   }
 
-  async list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const arg = (v: unknown) => {
-      args.push(v);
-      return `$${args.length}`;
-    };
-    let from = 'incidents i';
-    let order = 'i.id';
-    if (filter.ownerIds !== null) {
-      if (filter.ownerIds.length === 0) return { incidents: [], more: false };
-      if (filter.ownerIds.length === 1) {
-        // walks the owner's links (user_incidents' primary key) in incident order
-        from = 'user_incidents ui JOIN incidents i ON i.id = ui.incident_id';
-        order = 'ui.incident_id';
-        where.push(`ui.user_id = ${arg(filter.ownerIds[0])}`);
-      } else {
-        where.push(`EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = i.id AND ui.user_id = ANY(${arg(filter.ownerIds)}::int8[]))`);
-      }
-    }
-    if (filter.status) where.push(`i.status = ${arg(filter.status)}`);
-    if (filter.originId !== undefined) where.push(`i.origin_id = ${arg(filter.originId)}`);
-    if (filter.callsign !== undefined) where.push(`i.id IN (SELECT incident_id FROM incident_callsigns WHERE callsign_key = ${arg(callsignKey(filter.callsign))})`);
-    if (filter.updatedSince !== undefined) where.push(`i.stored_at >= ${arg(utc(filter.updatedSince))}`);
-    const sql = `SELECT ${selectList('i.')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ${arg(filter.limit + 1)} OFFSET ${arg(filter.offset)}`;
-    const found = await rows<IncidentRow>(this.pool, sql, args);
-    const more = found.length > filter.limit;
-    const page = more ? found.slice(0, filter.limit) : found;
-    return { incidents: page.map(toIncident), more };
+  list(filter: ListFilter): Promise<{ incidents: Incident[]; more: boolean }> {
+    return listIncidents(this.pool, filter);
   }
 
-  async events(filter: EventFilter): Promise<EventView[]> {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    const arg = (v: unknown) => {
-      args.push(v);
-      return `$${args.length}`;
-    };
-    if (filter.ownerIds !== null) {
-      if (filter.ownerIds.length === 0) return [];
-      where.push(`e.device_id IN (SELECT device_id FROM user_devices WHERE user_id = ANY(${arg(filter.ownerIds)}::int8[]))`);
-    }
-    if (filter.incidentId !== undefined) {
-      if (!inRange(filter.incidentId)) return [];
-      where.push(`e.incident_id = ${arg(filter.incidentId)}`);
-    }
-    if (filter.deviceId !== undefined) {
-      if (!inRange(filter.deviceId)) return [];
-      where.push(`e.device_id = ${arg(filter.deviceId)}`);
-    }
-    if (filter.type !== undefined) where.push(`e.type = ${arg(filter.type)}`);
-    if (filter.from !== undefined) where.push(`e.event_time >= ${arg(utc(filter.from))}`);
-    if (filter.to !== undefined) where.push(`e.event_time < ${arg(utc(filter.to))}`);
-    // in id order, as the spec says, one device's too: its incidentResponse events have negative
-    // push_seqs (responses.ts), so push_seq order is no longer id order (2026-11-26)
-    const order = 'e.id';
-    const found = await rows<Omit<EventView, 'id' | 'deviceId' | 'incidentId' | 'attributes'> & { id: string; deviceId: string; incidentId: string; attributes: string }>(
-      this.pool,
-      `SELECT e.id, e.type, e.event_time AS "eventTime", e.device_id AS "deviceId", e.incident_id AS "incidentId", e.attributes, e.state, e.attempts
-       FROM events e ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ${arg(filter.limit)} OFFSET ${arg(filter.offset)}`,
-      args,
-    );
-    return found.map((r) => ({
-      ...r,
-      id: Number(r.id),
-      deviceId: Number(r.deviceId),
-      incidentId: Number(r.incidentId),
-      attributes: JSON.parse(r.attributes) as EventView['attributes'],
-    }));
+  events(filter: EventFilter): Promise<EventView[]> {
+    return listEvents(this.pool, filter);
   }
-}
-
-/** the device ids, comma-separated, in as few payloads as NOTIFY takes (each under 8000 bytes) */
-export function notifyPayloads(deviceIds: readonly number[]): string[] {
-  const out: string[] = [];
-  let current = '';
-  for (const id of deviceIds) {
-    const s = String(id);
-    if (current.length > 0 && current.length + 1 + s.length > NOTIFY_MAX) {
-      out.push(current);
-      current = '';
-    }
-    current = current.length > 0 ? `${current},${s}` : s;
-  }
-  if (current.length > 0) out.push(current);
-  return out;
 }

@@ -31,9 +31,8 @@ import { writeWebhookDeliveries } from './webhooks.js';
 import { incidentResponsePayload } from '../../domain/webhook-payloads.js';
 import { isRetryable, isUniqueViolation, pgConstraint } from './errors.js';
 import { MAX_RETRIES } from './incidents.js';
+import { inRange } from './ids.js';
 
-const PG_INT8_MAX = 9223372036854775807n;
-const inRange = (id: number) => Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
 
 type Client = pg.PoolClient;
 type StateRow = { deviceId: string; callsign: string; status: AssignmentState['status']; times: string };

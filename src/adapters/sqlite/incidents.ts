@@ -12,10 +12,11 @@ import { eventStates, type WritePlan } from '../../domain/incident-write.js';
 import type { Db } from './db.js';
 import { without } from './engine/tuning.js';
 import { incidentOf, rowValues, selectList, SET_LIST } from '../shared/incident-rows.js';
-import { utc } from '../../domain/time.js';
 import { answerOf, keptAnswer, type Current, type Decide, type EventFilter, type EventView, type IncidentResult, type ListFilter, type Outcome, type Versioned, type WriteOptions } from '../../ports/incidents.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { keepsAnswer, roomForKey } from '../../domain/idempotency.js';
+import { SqliteKeys } from './idempotency-keys.js';
+import { listEvents, listIncidents } from './incident-reads.js';
 
 export type { EventFilter, EventView, IncidentResult, ListFilter, Outcome };
 
@@ -41,6 +42,8 @@ export class IncidentStore {
   private readonly sqlite: Database.Database;
   private readonly st;
   private readonly dataVersion: () => number;
+  /** the Idempotency-Keys' rows (idempotency-keys.ts) */
+  private readonly keys: SqliteKeys;
 
   constructor(
     db: Db,
@@ -49,6 +52,7 @@ export class IncidentStore {
     private readonly durable: () => number = () => Infinity,
   ) {
     this.sqlite = db.$client;
+    this.keys = new SqliteKeys(this.sqlite);
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
       byId: p(`SELECT ${selectList()}, version FROM incidents WHERE id = ?`),
@@ -90,20 +94,6 @@ export class IncidentStore {
              AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
          ORDER BY d.id`,
       ).pluck(),
-      // the Idempotency-Keys (DESIGN section 12): one read and one write in the unit of work
-      keyAnswer: p(`SELECT fingerprint, created_at AS createdAt, answer FROM idempotency_keys WHERE user_id = ? AND key = ?`),
-      // a key past its retention is replaced
-      keyStore: p(`INSERT OR REPLACE INTO idempotency_keys (user_id, key, fingerprint, created_at, answer) VALUES (?, ?, ?, ?, ?)`),
-      // the keys a user holds (schema.ts idempotencyKeyCounts): read before a new key, raised with it
-      // (one writer at a time here: stripe 0 alone, its share the whole bound)
-      keysHeld: p(`SELECT coalesce(sum(keys), 0) FROM idempotency_key_counts WHERE user_id = ?`).pluck(),
-      keyCounted: p(`INSERT INTO idempotency_key_counts (user_id, stripe, keys) VALUES (?, 0, 1) ON CONFLICT (user_id, stripe) DO UPDATE SET keys = keys + 1`),
-      keySweep: p(
-        `DELETE FROM idempotency_keys WHERE (user_id, key) IN (
-           SELECT user_id, key FROM idempotency_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)
-         RETURNING user_id AS userId, stripe`,
-      ),
-      keysSwept: p(`UPDATE idempotency_key_counts SET keys = keys - ? WHERE user_id = ? AND stripe = ?`),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -234,18 +224,7 @@ export class IncidentStore {
 
   /** up to `limit` Idempotency-Keys created before `createdBefore`, oldest first, removed */
   sweepIdempotencyKeys(createdBefore: string, limit: number): number {
-    return this.atomically(() => {
-      const gone = this.st.keySweep.all(createdBefore, limit) as { userId: number; stripe: number }[];
-      const counted = new Map<string, { userId: number; stripe: number; n: number }>();
-      for (const { userId, stripe } of gone) {
-        const at = `${userId}:${stripe}`;
-        const c = counted.get(at);
-        if (c) c.n += 1;
-        else counted.set(at, { userId, stripe, n: 1 });
-      }
-      for (const c of counted.values()) this.st.keysSwept.run(c.n, c.userId, c.stripe);
-      return gone.length;
-    });
+    return this.atomically(() => this.keys.sweep(createdBefore, limit));
   }
 
   /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */
@@ -300,19 +279,18 @@ export class IncidentStore {
     if (!claim) return this.atomically(() => this.change(caller, locator, decide, options));
     // the key, read and written in the same transaction as the write it answers
     return this.atomically((): Outcome => {
-      const stored = this.st.keyAnswer.get(caller.id, claim.key) as { fingerprint: string; createdAt: string; answer: string } | undefined;
+      const stored = this.keys.kept(caller.id, claim.key);
       if (stored && stored.createdAt > claim.keptAfter) return keptAnswer(stored, claim);
       // a new key is counted (one past its retention is replaced: the count stands); the whole
       // write runs in one synchronous transaction, so the count read is the count written
       const fresh = stored === undefined;
-      if (fresh && !roomForKey(this.st.keysHeld.get(caller.id) as number, claim.maxKeys)) {
+      if (fresh && !roomForKey(this.keys.held(caller.id), claim.maxKeys)) {
         return { ok: false, refusal: { code: 'IDEMPOTENCY_KEYS_EXHAUSTED', max: claim.maxKeys } };
       }
       const outcome = this.change(caller, locator, decide, options);
       // a refusal wrote nothing and keeps no key: a retry is decided again
       if (!keepsAnswer(outcome)) return outcome;
-      this.st.keyStore.run(caller.id, claim.key, claim.fingerprint, options.now, JSON.stringify(answerOf(outcome)));
-      if (fresh) this.st.keyCounted.run(caller.id);
+      this.keys.store(caller.id, claim, options.now, JSON.stringify(answerOf(outcome)), fresh);
       return outcome;
     });
   }
@@ -364,83 +342,10 @@ export class IncidentStore {
   }
 
   list(filter: ListFilter): { incidents: Incident[]; more: boolean } {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    let from = 'incidents i';
-    let order = 'i.id';
-    if (filter.ownerIds !== null) {
-      if (filter.ownerIds.length === 0) return { incidents: [], more: false };
-      if (filter.ownerIds.length === 1) {
-        // walks the owner's links in incident order: no sort, stops at the page
-        from = 'user_incidents ui JOIN incidents i ON i.id = ui.incident_id';
-        order = 'ui.incident_id'; // the same order, and SQLite sees that the index already gives it
-        where.push('ui.user_id = ?');
-      } else {
-        where.push(`EXISTS (SELECT 1 FROM user_incidents ui WHERE ui.incident_id = i.id AND ui.user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
-      }
-      args.push(...filter.ownerIds);
-    }
-    if (filter.status) {
-      where.push('i.status = ?');
-      args.push(filter.status);
-    }
-    if (filter.originId !== undefined) {
-      where.push('i.origin_id = ?');
-      args.push(filter.originId);
-    }
-    if (filter.callsign !== undefined) {
-      where.push('i.id IN (SELECT incident_id FROM incident_callsigns WHERE callsign_key = ?)');
-      args.push(callsignKey(filter.callsign));
-    }
-    if (filter.updatedSince !== undefined) {
-      where.push('i.stored_at >= ?');
-      args.push(utc(filter.updatedSince));
-    }
-    const sql = `SELECT ${selectList('i.')} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order} LIMIT ? OFFSET ?`;
-    const rows = this.prepared(sql).all(...args, filter.limit + 1, filter.offset) as IncidentRow[];
-    const more = rows.length > filter.limit;
-    const page = more ? rows.slice(0, filter.limit) : rows;
-    return { incidents: page.map(toIncident), more };
+    return listIncidents((sql) => this.prepared(sql), filter);
   }
 
   events(filter: EventFilter): EventView[] {
-    const where: string[] = [];
-    const args: unknown[] = [];
-    if (filter.ownerIds !== null) {
-      if (filter.ownerIds.length === 0) return [];
-      where.push(`e.device_id IN (SELECT device_id FROM user_devices WHERE user_id IN (${filter.ownerIds.map(() => '?').join(',')}))`);
-      args.push(...filter.ownerIds);
-    }
-    const eq = (col: string, v: unknown) => {
-      if (v === undefined) return;
-      where.push(`${col} = ?`);
-      args.push(v);
-    };
-    eq('e.incident_id', filter.incidentId);
-    eq('e.device_id', filter.deviceId);
-    eq('e.type', filter.type);
-    if (filter.from !== undefined) {
-      where.push('e.event_time >= ?');
-      args.push(utc(filter.from));
-    }
-    if (filter.to !== undefined) {
-      where.push('e.event_time < ?');
-      args.push(utc(filter.to));
-    }
-    // an event not yet on disk is not listed: after a power cut its id could name another
-    where.push('e.id <= ?');
-    args.push(Math.min(this.durable(), Number.MAX_SAFE_INTEGER));
-    // in id order, as the spec says, one device's too: its incidentResponse events have negative
-    // push_seqs (responses.ts), so push_seq order is no longer id order (2026-11-26)
-    const order = 'e.id';
-    const rows = this
-      .prepared(
-        `SELECT e.id, e.type, e.event_time AS eventTime, e.device_id AS deviceId, e.incident_id AS incidentId, e.attributes,
-                e.state, e.attempts
-         FROM events e
-         WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ? OFFSET ?`,
-      )
-      .all(...args, filter.limit, filter.offset) as (Omit<EventView, 'attributes'> & { attributes: string })[];
-    return rows.map((r) => ({ ...r, attributes: JSON.parse(r.attributes) as EventView['attributes'] }));
+    return listEvents((sql) => this.prepared(sql), filter, this.durable());
   }
 }
