@@ -86,6 +86,10 @@ type Num = string | number;
 // The claim's candidates, as in SQLite (sqlite/webhooks.ts CANDIDATES): enabled webhooks of working
 // owners below their cap ($2), with their deliveries in flight (over the claimed rows only) and
 // how many could go now, counted up to the cap. Read without locks: the claim locks what it chose.
+// "Working owner" is domain/webhook.ts ownerWorks written in SQL, kept here for the cost of moving
+// it (sqlite/webhooks.ts CANDIDATES says why): filtered after the query, the query counts `ready` for
+// the webhooks of owners who do not work too (measured 2026-11-29 with half of 20 owners disabled
+// and their 50 000 deliveries due: the query's execution 0.126 -> 0.321 ms).
 const CANDIDATES = `
   WITH flying AS (
     SELECT webhook_id, count(*)::int AS n FROM webhook_deliveries WHERE claimed_until > $1 AND state = 'PENDING' GROUP BY webhook_id)
@@ -99,6 +103,17 @@ const CANDIDATES = `
       LIMIT $2) x) r
   WHERE w.enabled AND NOT u.disabled AND (u.expiration_time IS NULL OR u.expiration_time > $1) AND coalesce(f.n, 0) < $2 AND r.ready > 0
   ORDER BY w.id`;
+
+// Whether any enabled webhook has a delivery due and not claimed (per webhook through
+// webhook_deliveries_pending): a claim with none returns at once, before CANDIDATES. Measured
+// 2026-11-29 as in SQLite (sqlite/webhooks.ts ANY_DUE), 100 000 PENDING rows over 20 webhooks,
+// median of 1 000 claim rounds: nothing due, 0.45 ms a round with CANDIDATES as the test, 0.19 ms
+// with this one; a round whose due rows all belong to owners who do not work pays both queries and
+// a transaction, 0.46 -> 0.80 ms.
+const ANY_DUE = `
+  SELECT 1 FROM webhooks w WHERE w.enabled AND EXISTS (
+    SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.state = 'PENDING' AND d.next_attempt_at <= $1
+      AND (d.claimed_until IS NULL OR d.claimed_until <= $1)) LIMIT 1`;
 
 interface WebhookRow {
   id: Num;
@@ -255,9 +270,8 @@ export class PgWebhooks implements WebhookStorePort {
   }
 
   async claim(o: ClaimOptions): Promise<ClaimedDelivery[]> {
-    // the common case, nothing due, answered by a read outside a transaction
-    const first = await this.pool.query<{ webhookId: Num; ownerId: Num; inFlight: number; ready: number }>(CANDIDATES, [o.now, o.perWebhook]);
-    if (first.rows.length === 0) return [];
+    // the common case, nothing due, answered by ANY_DUE outside a transaction
+    if (((await this.pool.query(ANY_DUE, [o.now])).rowCount ?? 0) === 0) return [];
     return this.tx(async (c) => {
       const { rows } = await c.query<{ webhookId: Num; ownerId: Num; inFlight: number; ready: number }>(CANDIDATES, [o.now, o.perWebhook]);
       const candidates: ShareCandidate[] = rows.map((r) => ({ webhookId: Number(r.webhookId), ownerId: Number(r.ownerId), inFlight: r.inFlight, ready: r.ready }));
