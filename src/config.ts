@@ -1,8 +1,7 @@
 import { hostname } from 'node:os';
 import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from './domain/idempotency.js';
+import type { Synchronous } from './ports/storage.js';
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
-/** SQLite's synchronous setting for the embedded adapter (docs/storage.md) */
-export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface Config {
   port: number;

@@ -1,6 +1,7 @@
 // Webhooks to the CAD (DESIGN section 11), the pure rules: which URLs a webhook may call, which
-// addresses count as public, and what a delivery does after an attempt (done, retried when, or
-// failed). The clock and the random draw for jitter are passed in.
+// addresses count as public, which webhooks receive an event, which secrets sign, and what a
+// delivery does after an attempt (done, retried when, or failed). The clock and the random draw
+// for jitter are passed in.
 
 import { WEBHOOK_PAYLOADS, type WebhookEventType } from './webhook-payloads.js';
 
@@ -185,4 +186,46 @@ export function afterAttempt(f: AttemptFacts): AttemptOutcome {
   const limit = Date.parse(f.createdAt) + (f.maxAgeMs ?? DELIVERY_MAX_AGE_MS);
   if (next > limit) return { state: 'FAILED', disableWebhook: false, why: 'not delivered within 24 h' };
   return { state: 'PENDING', nextAttemptAt: new Date(next).toISOString() };
+}
+
+/** a webhook's owner, as the rules of who receives need it */
+export interface WebhookOwner {
+  disabled: boolean;
+  /** null: never expires */
+  expirationTime: string | null;
+  administrator: boolean;
+}
+
+/**
+ * Whether a webhook's owner works at `at`: not disabled, not past its expirationTime. A webhook of
+ * an owner who does not gets no delivery written, and those written before wait PENDING, unclaimed,
+ * until the owner works again (as a disabled webhook's do).
+ */
+export function ownerWorks(owner: Pick<WebhookOwner, 'disabled' | 'expirationTime'>, at: string): boolean {
+  return !owner.disabled && (owner.expirationTime === null || Date.parse(owner.expirationTime) > Date.parse(at));
+}
+
+/** what an adapter reads of a webhook that may receive an event of an incident */
+export interface DeliveryCandidate {
+  webhookId: number;
+  enabled: boolean;
+  events: readonly WebhookEventType[];
+  owner: WebhookOwner;
+  /** the owner is linked to the incident, or manages a user who is (DESIGN section 3, incident permission), as a query read it */
+  ownerLinked: boolean;
+}
+
+/**
+ * Whether `c` gets a delivery of an event of `type` at `at`: the webhook is enabled and subscribes
+ * to the type, its owner works, and its owner may see the incident: an administrator, or linked to
+ * it (directly or through a managed user). A deleted incident's links are gone: read them before
+ * the delete.
+ */
+export function receives(c: DeliveryCandidate, type: WebhookEventType, at: string): boolean {
+  return c.enabled && c.events.includes(type) && ownerWorks(c.owner, at) && (c.owner.administrator || c.ownerLinked);
+}
+
+/** the secrets that sign at `now`: the current one, and the previous one until its time is up (PREVIOUS_SECRET_MS after a rotation) */
+export function signingSecrets(w: { secret: string; previousSecret: string | null; previousSecretUntil: string | null }, now: string): string[] {
+  return w.previousSecret !== null && w.previousSecretUntil !== null && Date.parse(w.previousSecretUntil) > Date.parse(now) ? [w.secret, w.previousSecret] : [w.secret];
 }

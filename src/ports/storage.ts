@@ -8,6 +8,12 @@ import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 import type { RetentionPort } from './retention.js';
 import type { WebhookStorePort } from './webhooks.js';
 
+/**
+ * SQLite's `PRAGMA synchronous` levels (DB_SYNCHRONOUS, docs/storage.md): declared once, here, for
+ * config.ts, which reads it, and the SQLite adapter, which applies it (adapters never read config.ts).
+ */
+export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
+
 export interface StorageHealth {
   ok: boolean;
   /** why not, for the log */

@@ -6,11 +6,12 @@ import { dirname } from 'node:path';
 import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { migrationsPath } from '../../paths.js';
+import type { Synchronous } from '../../ports/storage.js';
 import * as schema from './schema.js';
 
+export type { Synchronous };
+
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
-/** SQLite's `PRAGMA synchronous` levels (main.ts passes DB_SYNCHRONOUS: a level config.ts takes and this type lacks does not compile) */
-export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
 
 export interface OpenOptions {
   path: string; // ':memory:' for tests

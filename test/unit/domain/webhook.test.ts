@@ -1,5 +1,17 @@
 import t from 'tap';
-import { afterAttempt, checkWebhookUrl, DEFAULT_RETRY_SCHEDULE_MS, hostAddress, isPublicAddress, retryAfterMs, WEBHOOK_URL_MAX } from '../../../src/domain/webhook.js';
+import {
+  afterAttempt,
+  checkWebhookUrl,
+  DEFAULT_RETRY_SCHEDULE_MS,
+  hostAddress,
+  isPublicAddress,
+  ownerWorks,
+  receives,
+  retryAfterMs,
+  signingSecrets,
+  WEBHOOK_URL_MAX,
+  type DeliveryCandidate,
+} from '../../../src/domain/webhook.js';
 
 t.test('when an address is private, loopback, link-local or reserved, then it is not public', async (t) => {
   for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1', '255.255.255.255',
@@ -101,4 +113,56 @@ t.test('when a URL is longer than WEBHOOK_URL_MAX once written out in ASCII, the
   const escaped = checkWebhookUrl(base + '\u{1D11E}'.repeat(200), false);
   t.notOk(escaped.ok, '200 characters that take 12 each when written out');
   t.match(escaped.ok ? '' : escaped.reason, /longer than 2048 characters once written out/);
+});
+
+// who receives an event (issue 38, 2026-11-29: decided here, no longer in each adapter's SQL)
+const AT = '2026-11-29T12:00:00.000Z';
+const hook: DeliveryCandidate = {
+  webhookId: 7,
+  enabled: true,
+  events: ['incident.closed', 'incident.response'],
+  owner: { disabled: false, expirationTime: null, administrator: false },
+  ownerLinked: true,
+};
+
+t.test('when an enabled webhook of a working owner linked to the incident subscribes to the type, then it receives the event', async (t) => {
+  t.equal(receives(hook, 'incident.closed', AT), true);
+  t.equal(receives(hook, 'incident.response', AT), true);
+});
+
+t.test('when the webhook is disabled or does not subscribe to the type, then it receives nothing', async (t) => {
+  t.equal(receives({ ...hook, enabled: false }, 'incident.closed', AT), false, 'disabled');
+  t.equal(receives(hook, 'incident.delivery', AT), false, 'another type');
+  t.equal(receives({ ...hook, events: [] }, 'incident.closed', AT), false, 'no type');
+});
+
+t.test('when the owner is disabled or past its expirationTime at the event, then its webhook receives nothing; expiring later, it does', async (t) => {
+  t.equal(receives({ ...hook, owner: { ...hook.owner, disabled: true } }, 'incident.closed', AT), false, 'disabled');
+  t.equal(receives({ ...hook, owner: { ...hook.owner, expirationTime: '2026-11-29T11:59:59.999Z' } }, 'incident.closed', AT), false, 'expired before');
+  t.equal(receives({ ...hook, owner: { ...hook.owner, expirationTime: AT } }, 'incident.closed', AT), false, 'expiring at the very instant');
+  t.equal(receives({ ...hook, owner: { ...hook.owner, expirationTime: '2026-11-29T12:00:00.001Z' } }, 'incident.closed', AT), true, 'expiring after');
+  t.equal(receives({ ...hook, owner: { ...hook.owner, expirationTime: '2026-11-29T13:00:00+01:00' } }, 'incident.closed', AT), false, 'an offset is read as the instant it names');
+  t.equal(receives({ ...hook, owner: { ...hook.owner, administrator: true, disabled: true } }, 'incident.closed', AT), false, 'a disabled administrator');
+});
+
+t.test('when the owner is not linked to the incident, then only an administrator’s webhook receives it', async (t) => {
+  t.equal(receives({ ...hook, ownerLinked: false }, 'incident.closed', AT), false, 'a stranger');
+  t.equal(receives({ ...hook, ownerLinked: false, owner: { ...hook.owner, administrator: true } }, 'incident.closed', AT), true, 'an administrator');
+});
+
+t.test('when an owner works is asked alone (the sender’s claim), then disabled and expired owners do not, others do', async (t) => {
+  t.equal(ownerWorks({ disabled: false, expirationTime: null }, AT), true);
+  t.equal(ownerWorks({ disabled: true, expirationTime: null }, AT), false);
+  t.equal(ownerWorks({ disabled: false, expirationTime: '2026-11-29T11:00:00.000Z' }, AT), false);
+  t.equal(ownerWorks({ disabled: false, expirationTime: '2026-12-01T00:00:00.000Z' }, AT), true);
+});
+
+t.test('when a secret was rotated, then the previous one signs too until its time is up, and not from then on', async (t) => {
+  const w = { secret: 'whsec_new', previousSecret: 'whsec_old', previousSecretUntil: '2026-11-30T12:00:00.000Z' };
+  t.same(signingSecrets(w, AT), ['whsec_new', 'whsec_old'], 'before');
+  t.same(signingSecrets(w, '2026-11-30T12:00:00.000Z'), ['whsec_new'], 'at the very instant');
+  t.same(signingSecrets(w, '2026-11-30T12:00:00.001Z'), ['whsec_new'], 'after');
+  t.same(signingSecrets({ secret: 'whsec_new', previousSecret: null, previousSecretUntil: null }, AT), ['whsec_new'], 'never rotated');
+  t.same(signingSecrets({ ...w, previousSecretUntil: null }, AT), ['whsec_new'], 'a previous secret with no time left');
+  t.same(signingSecrets({ ...w, previousSecret: null }, AT), ['whsec_new'], 'a time with no previous secret');
 });
