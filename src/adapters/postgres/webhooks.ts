@@ -25,6 +25,7 @@ import { receives, signingSecrets, type AttemptOutcome, type WebhookEventType } 
 import { webhookBody, type WebhookPayload } from '../../domain/webhook-payloads.js';
 import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
 import type { PgDb } from './db.js';
+import { inRange } from './ids.js';
 
 type Queryable = pg.Pool | pg.PoolClient;
 
@@ -137,8 +138,6 @@ function webhookOf(r: WebhookRow): WebhookRecord {
   return { ...r, id: Number(r.id), userId: Number(r.userId), events: JSON.parse(r.events) as WebhookEventType[] };
 }
 
-const PG_INT8_MAX = 9223372036854775807n;
-const inRange = (id: number) => Number.isInteger(id) && id >= 0 && BigInt(id) <= PG_INT8_MAX;
 
 export class PgWebhooks implements WebhookStorePort {
   private readonly pool: pg.Pool;
