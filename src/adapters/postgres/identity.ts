@@ -39,7 +39,7 @@ import {
   type UserRecord,
 } from '../../ports/identity.js';
 
-// The port's records are the tables' rows, column for column (as in sqlite/identity.ts).
+// The port's records are the tables' rows, column for column (as in sqlite/identity-rows.ts).
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? ([keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false) : false) : false;
 const rowsMatch: [
   Same<UserRecord, typeof users.$inferSelect>,

@@ -239,7 +239,7 @@ export class GroupCommitter {
     this.scheduled = false;
     if (this.hold && !this.failure) return; // committed when the hold ends
     // Another transaction is open on the connection (an identity unit of work is meant to end in
-    // its own turn: adapters/sqlite/ports.ts): better-sqlite3 would nest the group in it as a
+    // its own turn: adapters/sqlite/gate.ts): better-sqlite3 would nest the group in it as a
     // savepoint, and that transaction's rollback would take the group's answered writes with it.
     // The group waits for it to end, a turn at a time.
     if (this.sqlite.inTransaction && !this.failure) {
