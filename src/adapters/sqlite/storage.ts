@@ -109,7 +109,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
         log.fatal({ err }, 'the database could not be synced: what is on disk is unknown; every write request is refused until a restart');
         options.onStorageFailure?.();
       },
-      // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (group-commit.ts)
+      // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (engine/storage-errors.ts)
       onStorage: (err) => {
         if (err) log.error({ err }, 'storage unavailable: writes are refused (503) until one can be stored again; reads go on');
         else log.warn('storage available again: writes are stored');
