@@ -5,7 +5,7 @@ import pg from 'pg';
 import { callsignKey } from '../../src/domain/callsign.js';
 import { hashPassword } from '../../src/services/secrets.js';
 import { openDatabase, type Db } from '../../src/adapters/sqlite/db.js';
-import type { UserRecord } from '../../src/adapters/sqlite/identity.js';
+import type { UserRecord } from '../../src/ports/identity.js';
 
 export const BENCH_USER = { email: 'cad@bench.test', password: 'bench-password' };
 

@@ -281,7 +281,7 @@ export class Authenticator {
   /**
    * Mints a user token. Default lifetime TOKEN_DEFAULT_DAYS; a past or unparsable
    * `expiration` is refused; a caller holding a token gets at most that token's expiry.
-   * That token is the new one's parent: revoking it revokes the new one (adapters/sqlite/identity.ts).
+   * That token is the new one's parent: revoking it revokes the new one (adapters/sqlite/identity-rows.ts).
    * Minted in an impersonation session, the token ends as that session would.
    * A parent revoked since the request was authenticated refuses it (401).
    */

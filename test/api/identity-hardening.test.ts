@@ -8,7 +8,7 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { ADMIN, FakeClock, adminAuth, basic, bearer, createDevice, createUser, identityPort, json, makeApp, mintToken, sqliteOnly } from '../fixtures/app.js';
 import { FORM, PROBLEM_JSON, bearerStatus, cookieOf, cookieStatus, login, putUser, revoke, tempDatabase } from '../fixtures/session.js';
-import { IdentityStore } from '../../src/adapters/sqlite/identity.js';
+import { IdentityRows } from '../../src/adapters/sqlite/identity-rows.js';
 import { Authenticator } from '../../src/services/authenticator.js';
 import { Refused } from '../../src/domain/refusal.js';
 import { problemOf } from '../../src/http/problem.js';
@@ -82,7 +82,7 @@ t.test('limits under concurrency (item 4)', async (t) => {
       call(app, aAuth, 'DELETE', `/api/users/${b}`),
     ]);
     for (const r of results) t.ok([200, 204, 401, 404, 409].includes(r.statusCode), `answered ${r.statusCode}`);
-    const working = new IdentityStore(db).countWorkingAdministrators(new Date().toISOString(), -1);
+    const working = new IdentityRows(db).countWorkingAdministrators(new Date().toISOString(), -1);
     t.equal(working, 1, 'exactly one working administrator is left');
   });
 });
@@ -120,7 +120,7 @@ t.test('credentials that end together (item 7)', async (t) => {
 
   t.test('when a token is revoked after it authenticated a request that mints a child, then the mint is refused and no child is stored', { skip: sqliteOnly }, async (t) => {
     const { app, db } = await makeApp(t);
-    const identity = new IdentityStore(db);
+    const identity = new IdentityRows(db);
     const clock = new FakeClock();
     const auth = new Authenticator(identityPort(db), clock, 7);
     const parent = await mintToken(app, adminAuth());
@@ -192,7 +192,7 @@ t.test('credentials that end together (item 7)', async (t) => {
     const { app, db } = await makeApp(t);
     const managerId = await createUser(app, { name: 'M', email: 'm@example.test', password: 'm-password-1', userLimit: 5 });
     const plainId = await createUser(app, { name: 'P', email: 'p@example.test', password: 'p-password-1' }, basic('m@example.test', 'm-password-1'));
-    const identity = new IdentityStore(db);
+    const identity = new IdentityRows(db);
     const moves = (what: string, change: () => void) => {
       const before = identity.generation;
       change();

@@ -41,8 +41,8 @@ t.test('idle expiry', async (t) => {
     const clock = new FakeClock();
     const { app, db } = await makeApp(t, { clock });
     await loginCookie(app, ADMIN.email, ADMIN.password);
-    const { IdentityStore } = await import('../../src/adapters/sqlite/identity.js');
-    const identity = new IdentityStore(db);
+    const { IdentityRows } = await import('../../src/adapters/sqlite/identity-rows.js');
+    const identity = new IdentityRows(db);
     t.equal(identity.deleteSessionsIdleSince('2026-11-22T11:00:00.000Z'), 0, 'a fresh session stays');
     t.equal(identity.deleteSessionsIdleSince('2026-11-30T00:00:00.000Z'), 1, 'an idle one goes');
   });

@@ -4,18 +4,18 @@
 import t, { type Test } from 'tap';
 import { createDevice } from '../fixtures/app.js';
 import { connect, deviceStatus, deviceToken, listen, settle, until, type Client } from '../fixtures/sockets.js';
-import { PushStore } from '../../src/adapters/sqlite/pushes.js';
+import { OutboxRows } from '../../src/adapters/sqlite/outbox.js';
 
 /** counts the transactions that write presence */
 function countPresenceWrites(t: Test): { writes: number; rows: number } {
   const seen = { writes: 0, rows: 0 };
-  const original = PushStore.prototype.setStatuses;
-  PushStore.prototype.setStatuses = function (this: PushStore, rows) {
+  const original = OutboxRows.prototype.setStatuses;
+  OutboxRows.prototype.setStatuses = function (this: OutboxRows, rows) {
     seen.writes += 1;
     seen.rows += rows.length;
     return original.call(this, rows);
   };
-  t.teardown(() => void (PushStore.prototype.setStatuses = original));
+  t.teardown(() => void (OutboxRows.prototype.setStatuses = original));
   return seen;
 }
 

@@ -5,7 +5,7 @@ import t from 'tap';
 import type { FastifyInstance } from 'fastify';
 import type { WebSocket as ServerSocket } from 'ws';
 import { adminAuth, createDevice, grant, mintToken } from '../fixtures/app.js';
-import { IdentityStore } from '../../src/adapters/sqlite/identity.js';
+import { IdentityRows } from '../../src/adapters/sqlite/identity-rows.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
 import { capturedLog, closeCode, connect, deviceToken, listen, settle, until, userEvents, type Client } from '../fixtures/sockets.js';
 
@@ -38,13 +38,13 @@ t.test('when a user holding 10 sockets is sent a batch of 50 events, then what i
   // every way the store answers "does this user reach this device"
   let reads = 0;
   for (const method of ['reachesDevice', 'devicesReachedAmong'] as const) {
-    const original = IdentityStore.prototype[method] as (...args: unknown[]) => unknown;
+    const original = IdentityRows.prototype[method] as (...args: unknown[]) => unknown;
     if (typeof original !== 'function') continue;
-    (IdentityStore.prototype as unknown as Record<string, unknown>)[method] = function (this: unknown, ...args: unknown[]) {
+    (IdentityRows.prototype as unknown as Record<string, unknown>)[method] = function (this: unknown, ...args: unknown[]) {
       reads++;
       return original.apply(this, args);
     };
-    t.teardown(() => void ((IdentityStore.prototype as unknown as Record<string, unknown>)[method] = original));
+    t.teardown(() => void ((IdentityRows.prototype as unknown as Record<string, unknown>)[method] = original));
   }
   const res = await send(s.app, w.cad, 'POST', '/api/incidents', incidentBody({ resources: callsigns }));
   t.equal(res.status, 202);

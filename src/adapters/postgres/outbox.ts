@@ -1,11 +1,11 @@
-// The push outbox on PostgreSQL (ports/outbox.ts), with the answers of src/adapters/sqlite/pushes.ts:
+// The push outbox on PostgreSQL (ports/outbox.ts), with the answers of src/adapters/sqlite/outbox.ts:
 // what is pending for a device, what was sent, acknowledged, expired; and the devices' presence
 // rows. Every event is a push; its pushId is events.push_seq, the device's own sequence, bumped
 // under the device's row lock by the unit of work that writes it (incidents.ts): gapless and in
 // commit order per device. Event ids are not in commit order here (schema.ts), and nothing below
 // relies on them being so.
 //
-// devices.settled_up_to is the floor of sqlite/pushes.ts: no push of the device at or below it
+// devices.settled_up_to is the floor of sqlite/outbox.ts: no push of the device at or below it
 // is pending; a hint for reads, never needed for correctness. It is raised only to a value read
 // in the same snapshot as what justifies it, or an older one: a device's pushes commit in pushId
 // order, so a snapshot holds a prefix of them, and a push committed after it has a higher pushId
@@ -198,7 +198,7 @@ export class PgOutbox implements OutboxPort {
       }));
     // A new socket reads from the floor: nothing is pending below the first row found (or at
     // all, up to the last push of the read's snapshot), so the floor moves past what it stepped
-    // over (sqlite/pushes.ts). Later reads start at the socket's cursor and write nothing.
+    // over (sqlite/outbox.ts). Later reads start at the socket's cursor and write nothing.
     if (afterPushId === 0 && head) await this.raise(deviceId, num(head.floor), found.length > 0 ? found[0]!.pushId - 1 : num(head.last));
     return found;
   }
@@ -264,7 +264,7 @@ export class PgOutbox implements OutboxPort {
     if (!row) return undefined;
     if (row.id !== null) return { id: num(row.id), lastSentAt: row.lastSentAt };
     // everything sent is settled without an ack (expired): the next lookup starts after it, but
-    // never past the device's last push (sqlite/pushes.ts)
+    // never past the device's last push (sqlite/outbox.ts)
     await this.raise(deviceId, num(row.floor), Math.min(sentUpTo, num(row.last)));
     return undefined;
   }

@@ -4,7 +4,7 @@ import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
-import type { StorageProbe } from './engine/group-commit.js';
+import type { StorageProbe } from './engine/storage-errors.js';
 
 /** free space on the database's file system below which the probe does not try a write */
 export const PROBE_MIN_FREE_BYTES = 1024 * 1024;

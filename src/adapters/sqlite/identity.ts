@@ -1,337 +1,233 @@
-// Users, devices, the links between them, tokens and sessions. The only code that reads or
-// writes those tables. A write the disk refused (SQLITE_FULL, an I/O error: errors.ts) must
-// throw, never return a row that was not stored: better-sqlite3's `get()` steps once and
-// resets, and in autocommit mode the reset's failed COMMIT is never reported. So a write that
-// returns its row runs inside a transaction (whose COMMIT reports), and the others use `run()`,
-// which steps to the end, COMMIT included.
-import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from 'drizzle-orm';
+// The identity port on SQLite (ports/identity.ts), over the synchronous queries of
+// identity-rows.ts. Each call answers at once (a settled promise), after the gate (gate.ts): a
+// call made while an identity transaction is open on the connection, and not through that
+// transaction's port, waits for it to end.
+//
+// A transaction is BEGIN IMMEDIATE … COMMIT on the one connection, around a function that awaits
+// nothing but the port it is handed (a SqliteIdentity of its own, with the transaction's scope):
+// its calls answer at once, so it runs whole in the turn of the event loop it started in. A call
+// on that port after its turn ended is a programming error: it throws, and the transaction rolls
+// back. A transaction begun on that port is a savepoint, so that a throw inside undoes only what
+// it wrote.
 import type { Db } from './db.js';
-import { devices, sessions, tokens, userDevices, userIncidents, users, userUsers } from './schema.js';
-import {
-  UniqueViolation,
-  type DeviceChanges,
-  type DeviceRecord,
-  type NewDevice,
-  type NewToken,
-  type NewUser,
-  type SessionRecord,
-  type TokenRecord,
-  type UserChanges,
-  type UserRecord,
-} from '../../ports/identity.js';
+import { Gate } from './gate.js';
+import { IdentityRows } from './identity-rows.js';
+import type { DeviceChanges, IdentityPort, NewDevice, NewToken, NewUser, UserChanges } from '../../ports/identity.js';
 
-export type { DeviceRecord, SessionRecord, TokenRecord, UserRecord };
-export { UniqueViolation };
-
-// The port's records are the tables' rows, column for column: a column added to one and not the
-// other fails to compile here.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? ([keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false) : false) : false;
-const rowsMatch: [
-  Same<UserRecord, typeof users.$inferSelect>,
-  Same<DeviceRecord, typeof devices.$inferSelect>,
-  Same<TokenRecord, typeof tokens.$inferSelect>,
-  Same<SessionRecord, typeof sessions.$inferSelect>,
-] = [true, true, true, true];
-void rowsMatch;
-
-function rethrowUnique(err: unknown, column: string): never {
-  if (err instanceof Error && 'code' in err && err.code === 'SQLITE_CONSTRAINT_UNIQUE') throw new UniqueViolation(column);
-  throw err;
+/** one open transaction: whether its turn of the event loop is still running, and its savepoints */
+interface Scope {
+  live: boolean;
+  depth: number;
 }
 
-export class IdentityStore {
-  /**
-   * Bumped by every change to a user, token, session or link that could withdraw access
-   * (user updates and deletions, revocations, ended sessions, removed links), so caches of
-   * authentication results (services/authenticator.ts) know they are stale and open sockets
-   * check their credential again.
-   */
-  generation = 0;
-  private readonly byId;
-  private readonly byEmail;
-  private readonly tokenByHash;
-  private readonly sessionByHash;
-  private readonly reachDevice;
-  private readonly reachIncident;
-  private readonly enabledAmongStmt;
-  private readonly reachTokenStmt;
-  private readonly revokeTokenTree;
-  private readonly revokeUserTokenTrees;
+export class SqliteIdentity implements IdentityPort {
+  /** the synchronous queries behind the port (tests call them directly) */
+  readonly rows: IdentityRows;
+  private readonly gate: Gate;
+  private readonly scope: Scope | null;
 
-  constructor(private readonly db: Db) {
-    this.byId = db.select().from(users).where(eq(users.id, sql.placeholder('id'))).prepare();
-    this.byEmail = db.select().from(users).where(eq(users.emailKey, sql.placeholder('key'))).prepare();
-    this.tokenByHash = db.select().from(tokens).where(eq(tokens.hash, sql.placeholder('hash'))).prepare();
-    this.sessionByHash = db.select().from(sessions).where(eq(sessions.hash, sql.placeholder('hash'))).prepare();
-    const linkedOrManaged = (table: string, column: string) =>
-      db.$client.prepare(
-        `SELECT 1 FROM ${table} WHERE ${column} = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
-      );
-    this.reachDevice = linkedOrManaged('user_devices', 'device_id');
-    this.reachIncident = linkedOrManaged('user_incidents', 'incident_id');
-    this.enabledAmongStmt = db.$client.prepare('SELECT id FROM devices WHERE id IN (SELECT value FROM json_each(?)) AND NOT disabled').pluck();
-    this.reachTokenStmt = db.$client.prepare('SELECT token FROM reach_generation WHERE id = 1').pluck();
-    // a token and every token minted under it, however deep
-    const revokeTrees = (roots: string) =>
-      db.$client.prepare(
-        `WITH RECURSIVE tree(id) AS (SELECT id FROM tokens WHERE ${roots} UNION SELECT t.id FROM tokens t JOIN tree ON t.parent_id = tree.id)
-         UPDATE tokens SET revoked_at = ? WHERE id IN tree AND revoked_at IS NULL`,
-      );
-    this.revokeTokenTree = revokeTrees('id = ?');
-    this.revokeUserTokenTrees = revokeTrees('user_id = ?');
+  constructor(db: Db, gate?: Gate);
+  constructor(db: Db, gate: Gate, rows: IdentityRows, scope: Scope);
+  constructor(
+    private readonly db: Db,
+    gate?: Gate,
+    rows?: IdentityRows,
+    scope?: Scope,
+  ) {
+    this.gate = gate ?? new Gate();
+    this.rows = rows ?? new IdentityRows(db);
+    this.scope = scope ?? null;
   }
 
-  /** runs fn in one transaction (a savepoint when nested) */
-  transaction<T>(fn: () => T): T {
-    return this.db.$client.transaction(fn)();
+  get generation(): number {
+    return this.rows.generation;
+  }
+
+  /** a query: inside a transaction at once (while its turn lasts), outside after the gate */
+  private call<T>(query: () => T): Promise<T> {
+    if (!this.scope) return this.gate.pass(query);
+    if (!this.scope.live) throw new Error('an identity transaction awaited something other than its port: it is rolled back');
+    return new Promise((resolve) => resolve(query()));
+  }
+
+  async transaction<T>(fn: (tx: IdentityPort) => Promise<T>): Promise<T> {
+    if (this.scope) return this.savepoint(this.scope, fn);
+    const sqlite = this.db.$client;
+    while (this.gate.open) await this.gate.open.catch(() => {});
+    const scope: Scope = { live: true, depth: 0 };
+    const turn = setImmediate(() => (scope.live = false));
+    const tx = new SqliteIdentity(this.db, this.gate, this.rows, scope);
+    sqlite.exec('BEGIN IMMEDIATE');
+    const run = (async () => {
+      try {
+        const result = await fn(tx);
+        if (!scope.live) throw new Error('an identity transaction outlived its turn: it is rolled back');
+        sqlite.exec('COMMIT');
+        return result;
+      } catch (err) {
+        if (sqlite.inTransaction) sqlite.exec('ROLLBACK');
+        throw err;
+      } finally {
+        clearImmediate(turn);
+      }
+    })();
+    this.gate.open = run;
+    try {
+      return await run;
+    } finally {
+      if (this.gate.open === run) this.gate.open = null;
+    }
+  }
+
+  /** a nested transaction: a savepoint, so that a throw inside undoes only what it wrote */
+  private async savepoint<T>(scope: Scope, fn: (tx: IdentityPort) => Promise<T>): Promise<T> {
+    const sqlite = this.db.$client;
+    const name = `nested_${++scope.depth}`;
+    sqlite.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = await fn(this);
+      sqlite.exec(`RELEASE ${name}`);
+      return result;
+    } catch (err) {
+      if (sqlite.inTransaction) sqlite.exec(`ROLLBACK TO ${name}; RELEASE ${name}`);
+      throw err;
+    } finally {
+      scope.depth--;
+    }
   }
 
   // ---- users
-  countUsers(): number {
-    return this.db.select({ n: sql<number>`count(*)` }).from(users).get()!.n;
+  countUsers() {
+    return this.call(() => this.rows.countUsers());
   }
-  /**
-   * Administrators who can still administer at `nowIso`: enabled, not readonly, not expired
-   * (other than `exceptId`). The service must always keep one.
-   */
-  countWorkingAdministrators(nowIso: string, exceptId: number): number {
-    return this.db
-      .select({ n: sql<number>`count(*)` })
-      .from(users)
-      .where(
-        and(
-          eq(users.administrator, true),
-          eq(users.disabled, false),
-          eq(users.readonly, false),
-          or(isNull(users.expirationTime), gt(users.expirationTime, nowIso)),
-          ne(users.id, exceptId),
-        ),
-      )
-      .get()!.n;
+  countWorkingAdministrators(nowIso: string, exceptId: number) {
+    return this.call(() => this.rows.countWorkingAdministrators(nowIso, exceptId));
   }
-  userById(id: number): UserRecord | undefined {
-    return this.byId.get({ id });
+  userById(id: number) {
+    return this.call(() => this.rows.userById(id));
   }
-  userByEmail(email: string): UserRecord | undefined {
-    return this.byEmail.get({ key: email.trim().toLowerCase() });
+  userByEmail(email: string) {
+    return this.call(() => this.rows.userByEmail(email));
   }
-  listUsers(ids?: readonly number[]): UserRecord[] {
-    const q = this.db.select().from(users);
-    return (ids ? q.where(inArray(users.id, [...ids])) : q).orderBy(asc(users.id)).all();
+  listUsers(ids?: readonly number[]) {
+    return this.call(() => this.rows.listUsers(ids));
   }
-  insertUser(values: NewUser): UserRecord {
-    try {
-      return this.transaction(() => this.db.insert(users).values({ ...values, emailKey: values.email.trim().toLowerCase() }).returning().all()[0]!);
-    } catch (err) {
-      rethrowUnique(err, 'email');
-    }
+  insertUser(values: NewUser) {
+    return this.call(() => this.rows.insertUser(values));
   }
-  updateUser(id: number, values: UserChanges): UserRecord {
-    this.generation++;
-    const set = values.email === undefined ? values : { ...values, emailKey: values.email.trim().toLowerCase() };
-    try {
-      return this.transaction(() => this.db.update(users).set(set).where(eq(users.id, id)).returning().all()[0]!);
-    } catch (err) {
-      rethrowUnique(err, 'email');
-    }
+  updateUser(id: number, values: UserChanges) {
+    return this.call(() => this.rows.updateUser(id, values));
   }
-  deleteUser(id: number): void {
-    this.generation++;
-    this.db.delete(users).where(eq(users.id, id)).run();
+  deleteUser(id: number) {
+    return this.call(() => this.rows.deleteUser(id));
   }
-  /** users that `managerId` manages directly */
-  managedUserIds(managerId: number): number[] {
-    return this.db
-      .select({ id: userUsers.managedUserId })
-      .from(userUsers)
-      .where(eq(userUsers.userId, managerId))
-      .all()
-      .map((r) => r.id);
+  managedUserIds(managerId: number) {
+    return this.call(() => this.rows.managedUserIds(managerId));
   }
-  manages(managerId: number, userId: number): boolean {
-    return (
-      this.db
-        .select({ one: sql`1` })
-        .from(userUsers)
-        .where(and(eq(userUsers.userId, managerId), eq(userUsers.managedUserId, userId)))
-        .get() !== undefined
-    );
+  manages(managerId: number, userId: number) {
+    return this.call(() => this.rows.manages(managerId, userId));
   }
-  linkManagedUser(userId: number, managedUserId: number): void {
-    this.db.insert(userUsers).values({ userId, managedUserId }).onConflictDoNothing().run();
+  linkManagedUser(userId: number, managedUserId: number) {
+    return this.call(() => this.rows.linkManagedUser(userId, managedUserId));
   }
-  unlinkManagedUser(userId: number, managedUserId: number): void {
-    this.generation++;
-    this.db.delete(userUsers).where(and(eq(userUsers.userId, userId), eq(userUsers.managedUserId, managedUserId))).run();
+  unlinkManagedUser(userId: number, managedUserId: number) {
+    return this.call(() => this.rows.unlinkManagedUser(userId, managedUserId));
   }
 
-  /** A device linked to the user or to a user it manages. */
-  reachesDevice(userId: number, deviceId: number): boolean {
-    return this.reachDevice.get(deviceId, userId, userId) !== undefined;
+  // ---- reach
+  reachesDevice(userId: number, deviceId: number) {
+    return this.call(() => this.rows.reachesDevice(userId, deviceId));
   }
-  /** An incident linked to the user or to a user it manages. */
-  reachesIncident(userId: number, incidentId: number): boolean {
-    return this.reachIncident.get(incidentId, userId, userId) !== undefined;
+  reachesIncident(userId: number, incidentId: number) {
+    return this.call(() => this.rows.reachesIncident(userId, incidentId));
   }
-  private reachAmong: { all(...params: unknown[]): unknown[] } | undefined;
-  /** Which of `deviceIds` the user reaches (linked to it or to a user it manages): one query for a batch. */
-  devicesReachedAmong(userId: number, deviceIds: readonly number[]): Set<number> {
-    this.reachAmong ??= this.db.$client
-      .prepare(
-        `SELECT DISTINCT device_id FROM user_devices WHERE device_id IN (SELECT value FROM json_each(?))
-         AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?))`,
-      )
-      .pluck();
-    return new Set(this.reachAmong.all(JSON.stringify(deviceIds), userId, userId) as number[]);
+  devicesReachedAmong(userId: number, deviceIds: readonly number[]) {
+    return this.call(() => this.rows.devicesReachedAmong(userId, deviceIds));
+  }
+  enabledAmong(deviceIds: readonly number[]) {
+    return this.call(() => this.rows.enabledAmong(deviceIds));
+  }
+  reachToken() {
+    return this.call(() => this.rows.reachToken());
   }
 
   // ---- devices
-  /** of these devices, those that exist and are enabled (one query however many) */
-  enabledAmong(deviceIds: readonly number[]): Set<number> {
-    return new Set(this.enabledAmongStmt.all(JSON.stringify(deviceIds)) as number[]);
+  deviceById(id: number) {
+    return this.call(() => this.rows.deviceById(id));
   }
-  /** migration 0012's token: changes with every write that adds, changes or removes a device or a link */
-  reachToken(): unknown {
-    return this.reachTokenStmt.get();
+  countDevicesOf(userId: number) {
+    return this.call(() => this.rows.countDevicesOf(userId));
   }
-  deviceById(id: number): DeviceRecord | undefined {
-    return this.db.select().from(devices).where(eq(devices.id, id)).get();
+  listDevices(filter: { ownerIds?: readonly number[]; uniqueId?: string | undefined }) {
+    return this.call(() => this.rows.listDevices(filter));
   }
-  countDevicesOf(userId: number): number {
-    return this.db.select({ n: sql<number>`count(*)` }).from(userDevices).where(eq(userDevices.userId, userId)).get()!.n;
+  insertDevice(values: NewDevice) {
+    return this.call(() => this.rows.insertDevice(values));
   }
-  /** all devices, or those of the given owners (directly linked) */
-  listDevices(filter: { ownerIds?: readonly number[]; uniqueId?: string | undefined }): DeviceRecord[] {
-    const conds = [];
-    if (filter.uniqueId !== undefined) conds.push(eq(devices.uniqueId, filter.uniqueId));
-    if (filter.ownerIds) {
-      if (filter.ownerIds.length === 0) return [];
-      conds.push(
-        inArray(
-          devices.id,
-          this.db.select({ id: userDevices.deviceId }).from(userDevices).where(inArray(userDevices.userId, [...filter.ownerIds])),
-        ),
-      );
-    }
-    return this.db
-      .select()
-      .from(devices)
-      .where(conds.length ? and(...conds) : undefined)
-      .orderBy(asc(devices.id))
-      .all();
+  updateDevice(id: number, values: DeviceChanges) {
+    return this.call(() => this.rows.updateDevice(id, values));
   }
-  insertDevice(values: NewDevice): DeviceRecord {
-    try {
-      return this.transaction(() => this.db.insert(devices).values(values).returning().all()[0]!);
-    } catch (err) {
-      rethrowUnique(err, 'uniqueId');
-    }
+  deleteDevice(id: number) {
+    return this.call(() => this.rows.deleteDevice(id));
   }
-  updateDevice(id: number, values: DeviceChanges): DeviceRecord {
-    try {
-      return this.transaction(() => this.db.update(devices).set(values).where(eq(devices.id, id)).returning().all()[0]!);
-    } catch (err) {
-      rethrowUnique(err, 'uniqueId');
-    }
+  deviceOwners(deviceId: number) {
+    return this.call(() => this.rows.deviceOwners(deviceId));
   }
-  deleteDevice(id: number): void {
-    this.generation++;
-    this.db.delete(devices).where(eq(devices.id, id)).run();
+  linkDevice(userId: number, deviceId: number) {
+    return this.call(() => this.rows.linkDevice(userId, deviceId));
   }
-  deviceOwners(deviceId: number): number[] {
-    return this.db
-      .select({ id: userDevices.userId })
-      .from(userDevices)
-      .where(eq(userDevices.deviceId, deviceId))
-      .all()
-      .map((r) => r.id);
-  }
-  linkDevice(userId: number, deviceId: number): void {
-    this.db.insert(userDevices).values({ userId, deviceId }).onConflictDoNothing().run();
-  }
-  unlinkDevice(userId: number, deviceId: number): void {
-    this.generation++;
-    this.db.delete(userDevices).where(and(eq(userDevices.userId, userId), eq(userDevices.deviceId, deviceId))).run();
+  unlinkDevice(userId: number, deviceId: number) {
+    return this.call(() => this.rows.unlinkDevice(userId, deviceId));
   }
 
   // ---- incident links
-  linkIncident(userId: number, incidentId: number): void {
-    this.db.insert(userIncidents).values({ userId, incidentId }).onConflictDoNothing().run();
+  linkIncident(userId: number, incidentId: number) {
+    return this.call(() => this.rows.linkIncident(userId, incidentId));
   }
-  unlinkIncident(userId: number, incidentId: number): void {
-    this.generation++;
-    this.db.delete(userIncidents).where(and(eq(userIncidents.userId, userId), eq(userIncidents.incidentId, incidentId))).run();
+  unlinkIncident(userId: number, incidentId: number) {
+    return this.call(() => this.rows.unlinkIncident(userId, incidentId));
   }
 
   // ---- tokens
-  insertToken(values: NewToken): TokenRecord {
-    return this.transaction(() => this.db.insert(tokens).values(values).returning().all()[0]!);
+  insertToken(values: NewToken) {
+    return this.call(() => this.rows.insertToken(values));
   }
-  tokenById(id: number): TokenRecord | undefined {
-    return this.db.select().from(tokens).where(eq(tokens.id, id)).get();
+  tokenById(id: number) {
+    return this.call(() => this.rows.tokenById(id));
   }
-  tokenByHashValue(hash: string): TokenRecord | undefined {
-    return this.tokenByHash.get({ hash });
+  tokenByHashValue(hash: string) {
+    return this.call(() => this.rows.tokenByHashValue(hash));
   }
-  /** revokes the token and every token minted under it */
-  revokeToken(id: number, at: string): void {
-    this.generation++;
-    this.revokeTokenTree.run(id, at);
+  revokeToken(id: number, at: string) {
+    return this.call(() => this.rows.revokeToken(id, at));
   }
-  /** revokes every token of the user, and every token minted under one of them */
-  revokeUserTokens(userId: number, at: string): number {
-    this.generation++;
-    return this.revokeUserTokenTrees.run(userId, at).changes;
+  revokeUserTokens(userId: number, at: string) {
+    return this.call(() => this.rows.revokeUserTokens(userId, at));
   }
-  revokeDeviceTokens(deviceId: number, at: string): number {
-    this.generation++;
-    return this.db
-      .update(tokens)
-      .set({ revokedAt: at })
-      .where(and(eq(tokens.deviceId, deviceId), isNull(tokens.revokedAt)))
-      .run().changes;
+  revokeDeviceTokens(deviceId: number, at: string) {
+    return this.call(() => this.rows.revokeDeviceTokens(deviceId, at));
   }
-  listUserTokens(userId: number): TokenRecord[] {
-    return this.db.select().from(tokens).where(eq(tokens.userId, userId)).orderBy(asc(tokens.id)).all();
+  listUserTokens(userId: number) {
+    return this.call(() => this.rows.listUserTokens(userId));
   }
 
   // ---- sessions
-  insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }): SessionRecord {
-    return this.transaction(
-      () =>
-        this.db
-          .insert(sessions)
-          .values({
-            hash: values.hash,
-            userId: values.userId,
-            tokenId: values.tokenId,
-            impersonatorId: values.impersonatorId,
-            createdAt: values.at,
-            lastSeenAt: values.at,
-          })
-          .returning()
-          .all()[0]!,
-    );
+  insertSession(values: { hash: string; userId: number; tokenId: number | null; impersonatorId: number | null; at: string }) {
+    return this.call(() => this.rows.insertSession(values));
   }
-  sessionByHashValue(hash: string): SessionRecord | undefined {
-    return this.sessionByHash.get({ hash });
+  sessionByHashValue(hash: string) {
+    return this.call(() => this.rows.sessionByHashValue(hash));
   }
-  touchSession(id: number, at: string): void {
-    this.db.update(sessions).set({ lastSeenAt: at }).where(eq(sessions.id, id)).run();
+  touchSession(id: number, at: string) {
+    return this.call(() => this.rows.touchSession(id, at));
   }
-  deleteSession(id: number): void {
-    this.generation++;
-    this.db.delete(sessions).where(eq(sessions.id, id)).run();
+  deleteSession(id: number) {
+    return this.call(() => this.rows.deleteSession(id));
   }
-  deleteSessionsIdleSince(before: string): number {
-    const n = this.db.delete(sessions).where(lt(sessions.lastSeenAt, before)).run().changes;
-    if (n > 0) this.generation++;
-    return n;
+  deleteSessionsIdleSince(before: string) {
+    return this.call(() => this.rows.deleteSessionsIdleSince(before));
   }
-  /** ends every session of the user, except `keepId` */
-  deleteSessionsOf(userId: number, keepId?: number): void {
-    this.generation++;
-    const cond = keepId === undefined ? eq(sessions.userId, userId) : and(eq(sessions.userId, userId), sql`${sessions.id} <> ${keepId}`);
-    this.db.delete(sessions).where(cond).run();
+  deleteSessionsOf(userId: number, keepId?: number) {
+    return this.call(() => this.rows.deleteSessionsOf(userId, keepId));
   }
 }

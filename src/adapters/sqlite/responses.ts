@@ -1,8 +1,10 @@
-// The response unit of work on SQLite (ports/responses.ts): inside ONE synchronous transaction
-// (its own, or the group commit's it joins: storage.ts) it reads an earlier answer with the same
-// responseId, the incident's assignments (on its row) and the assignment's state, runs the pure
-// decision, and writes the answer's record, the new state and the incidentResponse event. No
-// await inside: no other write interleaves with it, stand-downs (incidents.ts) included.
+// The response store on SQLite (ports/responses.ts). An answer is a write like an incident's: it
+// joins the next group commit (engine/group-commit.ts) and resolves once that is durable. Its unit
+// of work (`decideAndWrite`), inside ONE synchronous transaction (the group commit's, or its own
+// when called outside one), reads an earlier answer with the same responseId, the incident's
+// assignments (on its row) and the assignment's state, runs the pure decision, and writes the
+// answer's record, the new state and the incidentResponse event. No await inside: no other write
+// interleaves with it, stand-downs (incidents.ts) included.
 //
 // An incidentResponse event is an event (GET /events, the user socket) but not a push: it is
 // written DELIVERED, and its push_seq is the negated id of its response record. pushIds are
@@ -21,20 +23,24 @@ import {
   type ResponseResult,
 } from '../../domain/response.js';
 import type { EventView } from '../../ports/incidents.js';
-import type { DecideResponse, ResponseOutcome } from '../../ports/responses.js';
+import type { DecideResponse, ResponseOutcome, ResponseStorePort } from '../../ports/responses.js';
 import { incidentOf, selectList } from '../shared/incident-rows.js';
 import type { Db } from './db.js';
+import type { GroupCommitter } from './engine/group-commit.js';
 import { writeWebhookDeliveries } from './webhooks.js';
 import { incidentResponsePayload } from '../../domain/webhook-payloads.js';
 
 type StateRow = { deviceId: number; callsign: string; status: AssignmentState['status']; times: string };
 type DeliveryRow = { deviceId: number; type: 'incidentAssigned' | 'incidentDeassigned'; state: ResponderDelivery['state']; attempts: number; lastSentAt: string | null; deliveredAt: string | null };
 
-export class ResponseStore {
+export class SqliteResponses implements ResponseStorePort {
   private readonly sqlite: Database.Database;
   private readonly st;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly writes: GroupCommitter,
+  ) {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
@@ -70,8 +76,13 @@ export class ResponseStore {
     return this.sqlite.transaction(fn).immediate();
   }
 
+  /** One unit of work, joining the next group commit; resolves once it is durable. */
+  respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string): Promise<ResponseOutcome> {
+    return this.writes.run(() => this.decideAndWrite(deviceId, input, decide, now));
+  }
+
   /** the unit of work (ports/responses.ts), synchronous */
-  respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string): ResponseOutcome {
+  private decideAndWrite(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string): ResponseOutcome {
     return this.atomically((): ResponseOutcome => {
       const earlierRow = this.st.earlier.get(deviceId, input.responseId) as { accepted: number; reason: ResponseResult['reason'] | null } | undefined;
       const earlier: ResponseResult | null = earlierRow
@@ -111,7 +122,7 @@ export class ResponseStore {
   }
 
   /** the responders of an incident; devices deleted since are left out */
-  responders(incidentId: number): Responder[] {
+  async responders(incidentId: number): Promise<Responder[]> {
     const row = this.st.incident.get(incidentId) as { assignments: string } | undefined;
     const assignments = row ? (JSON.parse(row.assignments) as Assignment[]) : [];
     const stateRows = this.st.states.all(incidentId) as StateRow[];

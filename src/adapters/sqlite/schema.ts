@@ -55,7 +55,7 @@ export const devices = sqliteTable(
     /**
      * No push (event) of this device at or below this pushId is pending: delivery reads the
      * device's events from here on, not from its first. Cumulative acks raise it, and so does
-     * a delivery read that finds nothing pending below a point (src/store/pushes.ts).
+     * a delivery read that finds nothing pending below a point (outbox.ts).
      */
     settledUpTo: integer('settled_up_to').notNull().default(0),
     /**
@@ -234,7 +234,7 @@ export const events = sqliteTable(
   // carries device_id: the supersede rule looks up one device's events of one incident.
   // The TTL sweep has no index (0011 dropped events_pending_time, one B-tree write per event
   // and ~1.8 of the ~16 pages a create committed alone wrote): events are written in time
-  // order, so it walks them by id from push_expiry's floor (pushes.ts).
+  // order, so it walks them by id from push_expiry's floor (outbox.ts).
   (t) => [index('events_incident').on(t.incidentId, t.deviceId), uniqueIndex('events_device').on(t.deviceId, t.pushSeq)],
 );
 
@@ -284,7 +284,7 @@ export const responses = sqliteTable(
 );
 
 /**
- * The TTL sweep's floor (pushes.ts), one row: no event at or below `expired_through` is still
+ * The TTL sweep's floor (outbox.ts), one row: no event at or below `expired_through` is still
  * PENDING with an event_time before the last cutoff swept. It only rises.
  */
 export const pushExpiry = sqliteTable('push_expiry', {

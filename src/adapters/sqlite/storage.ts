@@ -10,13 +10,12 @@ import type { Storage } from '../../ports/storage.js';
 import type { Db, Synchronous } from './db.js';
 import { isStorageError } from './errors.js';
 import { databaseAnswers, storageProbe } from './health.js';
-import { IdentityStore } from './identity.js';
+import { Gate } from './gate.js';
+import { SqliteIdentity } from './identity.js';
 import { IncidentStore } from './incidents.js';
-import { PushStore } from './pushes.js';
-import { ResponseStore } from './responses.js';
-import type { DecideResponse, ResponseInput, ResponseStorePort } from '../../ports/responses.js';
-import { Gate, sqliteIdentity, sqliteOutbox, sqliteWebhooks } from './ports.js';
-import { WebhookStore } from './webhooks.js';
+import { OutboxRows, SqliteOutbox } from './outbox.js';
+import { SqliteResponses } from './responses.js';
+import { SqliteWebhooks, WebhookRows } from './webhooks.js';
 import { sqliteRetention } from './retention.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
@@ -47,8 +46,8 @@ export type SqliteStorage = Storage & {
   readonly db: Db;
   readonly writes: GroupCommitter;
   readonly store: IncidentStore;
-  /** the synchronous identity repository behind the port */
-  readonly identityStore: IdentityStore;
+  readonly identity: SqliteIdentity;
+  readonly outbox: SqliteOutbox;
 };
 
 /** The incident port over the sync store: each write joins the next group commit. */
@@ -82,25 +81,10 @@ class SqliteIncidents implements IncidentStorePort {
   }
 }
 
-/** The response port over the sync store: each answer joins the next group commit, like an incident write. */
-class SqliteResponses implements ResponseStorePort {
-  constructor(
-    private readonly store: ResponseStore,
-    private readonly writes: GroupCommitter,
-  ) {}
-
-  respond(deviceId: number, input: ResponseInput, decide: DecideResponse, now: string) {
-    return this.writes.run(() => this.store.respond(deviceId, input, decide, now));
-  }
-  async responders(incidentId: number) {
-    return this.store.responders(incidentId);
-  }
-}
-
 export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, presence: Presence, metrics?: Metrics) => SqliteStorage {
   return (log, presence, metrics = noMetrics) => {
     const { db } = options;
-    const identityStore = new IdentityStore(db);
+    // the open identity transaction, which the identity, outbox and webhook ports' calls wait for
     const gate = new Gate();
     // BENCH_WITHOUT=walsync: SQLite's own commit at the configured level, on the event loop (engine/tuning.ts)
     const durability = options.durability !== undefined ? options.durability : without.walsync ? null : walSync(db.$client, options.synchronous);
@@ -125,7 +109,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
         log.fatal({ err }, 'the database could not be synced: what is on disk is unknown; every write request is refused until a restart');
         options.onStorageFailure?.();
       },
-      // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (group-commit.ts)
+      // a full disk (SQLITE_FULL): the group's writes answer 503, the next group tries again (engine/storage-errors.ts)
       onStorage: (err) => {
         if (err) log.error({ err }, 'storage unavailable: writes are refused (503) until one can be stored again; reads go on');
         else log.warn('storage available again: writes are stored');
@@ -143,13 +127,12 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       db,
       writes,
       store,
-      identityStore,
-      identity: sqliteIdentity(identityStore, db.$client, gate),
+      identity: new SqliteIdentity(db, gate),
       incidents: new SqliteIncidents(store, writes),
-      outbox: sqliteOutbox(new PushStore(db, () => writes.horizon()), gate),
-      responses: new SqliteResponses(new ResponseStore(db), writes),
+      outbox: new SqliteOutbox(new OutboxRows(db, () => writes.horizon()), gate),
+      responses: new SqliteResponses(db, writes),
       retention: sqliteRetention(db.$client, writes),
-      webhooks: sqliteWebhooks(new WebhookStore(db), gate),
+      webhooks: new SqliteWebhooks(new WebhookRows(db), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

@@ -10,14 +10,15 @@
 // chose (issue 38, 2026-11-29: the rule was in this SQL and again in PostgreSQL's). A deleted
 // incident's links are gone: call it before the DELETE.
 //
-// The sender's writes (claim, settle, release) are relaxed like the push deliveries' (pushes.ts):
+// The sender's writes (claim, settle, release) are relaxed like the push deliveries' (outbox.ts):
 // one transaction at synchronous=NORMAL, made durable by the next group commit's fsync. Losing
 // one after a power cut repeats an attempt, which the receiver drops by webhook-id.
 import type Database from 'better-sqlite3';
 import { receives, signingSecrets, type AttemptOutcome, type WebhookEventType } from '../../domain/webhook.js';
 import { webhookBody, type WebhookPayload } from '../../domain/webhook-payloads.js';
-import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord } from '../../ports/webhooks.js';
+import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
 import type { Db } from './db.js';
+import type { Gate } from './gate.js';
 
 // The webhooks that may receive an event of an incident: those subscribed to its type (a filter
 // only, json_each over a short array; who receives is domain/webhook.ts `receives`), in id order.
@@ -149,7 +150,8 @@ function webhookOf(r: WebhookRow): WebhookRecord {
   return { ...r, enabled: r.enabled === 1, events: JSON.parse(r.events) as WebhookEventType[] };
 }
 
-export class WebhookStore {
+/** the webhooks' and their deliveries' queries, answering at once */
+export class WebhookRows {
   private readonly sqlite: Database.Database;
   private readonly st;
   private readonly level: number;
@@ -322,5 +324,54 @@ export class WebhookStore {
 
   release(claim: Pick<ClaimedDelivery, 'id' | 'claimedBy'>): void {
     this.relaxed(() => this.st.release.run(claim.id, claim.claimedBy));
+  }
+}
+
+/** The webhook store port: each call runs its query after the gate (gate.ts), like the identity port's. */
+export class SqliteWebhooks implements WebhookStorePort {
+  constructor(
+    /** the synchronous queries behind the port */
+    readonly rows: WebhookRows,
+    private readonly gate: Gate,
+  ) {}
+
+  create(userId: number, fields: WebhookFields, secret: string, now: string, max: number) {
+    return this.gate.pass(() => this.rows.create(userId, fields, secret, now, max));
+  }
+  get(id: number) {
+    return this.gate.pass(() => this.rows.get(id));
+  }
+  list(ownerIds: readonly number[] | null) {
+    return this.gate.pass(() => this.rows.list(ownerIds));
+  }
+  update(id: number, fields: WebhookFields) {
+    return this.gate.pass(() => this.rows.update(id, fields));
+  }
+  delete(id: number) {
+    return this.gate.pass(() => this.rows.delete(id));
+  }
+  rotate(id: number, secret: string, previousUntil: string) {
+    return this.gate.pass(() => this.rows.rotate(id, secret, previousUntil));
+  }
+  deliveries(webhookId: number, limit: number, offset: number) {
+    return this.gate.pass(() => this.rows.deliveries(webhookId, limit, offset));
+  }
+  countPending() {
+    return this.gate.pass(() => this.rows.countPending());
+  }
+  redeliver(webhookId: number, deliveryId: number, now: string) {
+    return this.gate.pass(() => this.rows.redeliver(webhookId, deliveryId, now));
+  }
+  enqueue(payload: WebhookPayload) {
+    return this.gate.pass(() => this.rows.enqueue(payload));
+  }
+  claim(options: ClaimOptions) {
+    return this.gate.pass(() => this.rows.claim(options));
+  }
+  settle(claim: Pick<ClaimedDelivery, 'id' | 'webhookId' | 'claimedBy'>, attempt: AttemptRecord, outcome: AttemptOutcome) {
+    return this.gate.pass(() => this.rows.settle(claim, attempt, outcome));
+  }
+  release(claim: Pick<ClaimedDelivery, 'id' | 'claimedBy'>) {
+    return this.gate.pass(() => this.rows.release(claim));
   }
 }

@@ -10,9 +10,9 @@ import { drizzle } from 'drizzle-orm/better-sqlite3';
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { migrationsPath } from '../../../src/paths.js';
-import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
+import { OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
 import { IncidentStore } from '../../fixtures/incident-store.js';
-import { IdentityStore } from '../../../src/adapters/sqlite/identity.js';
+import { IdentityRows } from '../../../src/adapters/sqlite/identity-rows.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];
@@ -105,7 +105,7 @@ t.test('when a database from before 0002 holds pushes, then their delivery state
   const settled = db.$client.prepare('SELECT id, settled_up_to AS settled FROM devices ORDER BY id').all();
   t.same(settled, [{ id: a, settled: delivered }, { id: b, settled: 0 }], "each device's highest delivered push");
   t.notOk(db.$client.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'pushes'`).get(), 'the pushes table is gone');
-  const pushes = new PushStore(db);
+  const pushes = new OutboxRows(db);
   t.same(pushes.pendingAfter(a, 0, 10).map((r) => r.pushId), [pendingA], 'device A: what was pending is sent, nothing delivered again');
   t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [pendingB], 'device B: what was pending is sent');
 });
@@ -250,7 +250,7 @@ t.test('when a database from before 0011 holds pushes past their TTL, then the f
   t.teardown(() => db.$client.close());
   const c = db.$client;
   t.notOk(c.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'events_pending_time'`).get(), 'the index is gone');
-  const pushes = new PushStore(db);
+  const pushes = new OutboxRows(db);
   t.equal(pushes.expiryFloor(), 0, 'the sweep has no floor yet');
   t.same(pushes.expireStep('2026-01-02T00:00:00.000Z'), { expired: 1, more: false });
   t.same(c.prepare('SELECT id, state FROM events ORDER BY id').all(), [
@@ -304,7 +304,7 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
     "each device's sequence is at its last event id (0 without one); the floors are unchanged",
   );
   t.ok(q.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'events_kept'`).get(), 'the rebuilt table keeps its newest and PENDING rows (0016 replaced the trigger 0014 recreated)');
-  const pushes = new PushStore(db);
+  const pushes = new OutboxRows(db);
   t.same(
     pushes.pendingAfter(a, 0, 10).map((r) => [r.pushId, r.eventId]),
     [
@@ -317,7 +317,7 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
   t.equal(pushes.ack(a, a3, 'T'), 1, "an ack of A's old pushId delivers A's push");
   t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4], "and none of B's, lower ids included");
 
-  const identity = new IdentityStore(db);
+  const identity = new IdentityRows(db);
   const incidents = new IncidentStore(db, { online: new Set() });
   const made = incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1', 'B1', 'C1'] }, '2026-01-02T00:00:00.000Z');
   t.ok(made.ok);
@@ -339,10 +339,10 @@ t.test('when a device\'s floor from before 0014 is above its own last event (rai
 
   const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
-  const identity = new IdentityStore(db);
+  const identity = new IdentityRows(db);
   const incidents = new IncidentStore(db, { online: new Set() });
   t.ok(incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1'] }, '2026-01-02T00:00:00.000Z').ok);
-  const pending = new PushStore(db).pendingAfter(a, 0, 10);
+  const pending = new OutboxRows(db).pendingAfter(a, 0, 10);
   t.same(pending.map((r) => r.pushId), [last + 1], 'the new push is read, with a pushId above the floor');
 });
 
@@ -378,6 +378,6 @@ t.test('when a database from before 0019 holds users, then those who created inc
     { id: idle, c: 0 },
     { id: manager, c: 0 },
   ], 'granted to the two creators only (an administrator creates whatever it says)');
-  const later = new IdentityStore(db).insertUser({ name: 'New', email: 'new@x.test', passwordHash: 'h' });
+  const later = new IdentityRows(db).insertUser({ name: 'New', email: 'new@x.test', passwordHash: 'h' });
   t.equal(later.createIncidents, false, 'a user made after it is without it');
 });

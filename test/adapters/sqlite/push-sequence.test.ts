@@ -4,18 +4,18 @@
 // events were written in between.
 import t, { type Test } from 'tap';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
-import { IdentityStore, type UserRecord } from '../../../src/adapters/sqlite/identity.js';
+import { IdentityRows, type UserRecord } from '../../../src/adapters/sqlite/identity-rows.js';
 import { IncidentStore } from '../../fixtures/incident-store.js';
-import { PushStore } from '../../../src/adapters/sqlite/pushes.js';
+import { OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
 
 function world(t: Test) {
   const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
-  const identity = new IdentityStore(db);
+  const identity = new IdentityRows(db);
   const incidents = new IncidentStore(db, { online: new Set<number>() });
-  const pushes = new PushStore(db);
+  const pushes = new OutboxRows(db);
   const cad: UserRecord = identity.insertUser({ name: 'CAD', email: 'cad@example.test', passwordHash: 'x', createIncidents: true });
   let devices = 0;
   const device = (name: string) => {

@@ -24,27 +24,9 @@
 // time: the checkpoint thread's last pass before the WAL starts over (checkpointer.ts) needs no
 // write transaction to begin while it copies.
 //
-// Storage errors are of two kinds, told apart by when they happen (DESIGN section 7):
-// - A failed sync (the WAL's fdatasync here, or an fsync SQLite or the checkpoint thread makes:
-//   SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC) comes AFTER writes were accepted: their COMMIT
-//   returned and readers of this process see them, but the kernel may have dropped the pages it
-//   could not write and report the next fsync as a success (PostgreSQL's "fsyncgate"). What is
-//   on disk is unknown: every write is refused from then on and the service exits (main.ts),
-//   so that recovery reads what the disk really has. ENOSPC at the fdatasync is such a failure
-//   too: Linux file systems that allocate at write time (ext4, XFS, tmpfs) report a full disk to
-//   the pwrite, but one that allocates at write-back (NFS, thin provisioning) reports it only
-//   here, after the COMMIT has returned, for pages that may now be gone.
-// - An error while a transaction runs or commits (SQLITE_FULL, other SQLITE_IOERR_*,
-//   SQLITE_READONLY; store/errors.ts) comes BEFORE anything was accepted: SQLite writes a
-//   transaction's WAL frames with pwrite at its COMMIT (or when its cache spills), a full disk
-//   fails that pwrite with ENOSPC, and SQLite reports SQLITE_FULL and rolls the transaction
-//   back; frames written past the last commit are never read (no commit frame, the WAL index
-//   unchanged) and are overwritten by the next COMMIT. Nothing was stored and nothing already
-//   stored is in doubt. So only that group fails (its callers get 503 storage-unavailable,
-//   with none of its operations run again alone: the failure is not theirs), the service goes
-//   on, and the next group simply tries again: writes resume by themselves once space returns.
-//   Until a group commits again, healthy() is false (`unavailable`); with no writes coming, a
-//   probe write (`probe`) tries once a second whether one would commit.
+// Storage errors (storage-errors.ts says which kind is which): a failed sync refuses every write
+// from then on; an error while a group runs or commits fails that group only, and the next one
+// tries again (a probe write tries while none comes).
 //
 // Measured (BENCHMARKS.md as of 966ad38), creates/s at 50 connections against a COMMIT that
 // waits for its own fsync: with every fsync made 2 ms slower, +29 %; on this machine's disk
@@ -53,6 +35,7 @@
 import type Database from 'better-sqlite3';
 import { isStorageError } from '../errors.js';
 import type { DeferredSync } from './wal-sync.js';
+import { isSyncFailure, StorageFailure, type StorageProbe } from './storage-errors.js';
 
 interface Pending {
   op: () => unknown;
@@ -88,28 +71,6 @@ export interface GroupCommitOptions {
   onStorage?: (unavailable: Error | null) => void;
   /** while writes fail for a storage error, tried every `everyMs` (default 1000) to see if one would commit again */
   probe?: StorageProbe | null;
-}
-
-/** a small write that commits only if the storage takes writes again */
-export interface StorageProbe {
-  /** false: no need to try the write yet (no free space, say) */
-  ready(): boolean;
-  /** run as one operation of a group */
-  write(): unknown;
-  everyMs?: number;
-}
-
-/** SQLite's own fsync failed: a failed sync like the WAL's, not an error of one transaction */
-export function isSyncFailure(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === 'SQLITE_IOERR_FSYNC' || code === 'SQLITE_IOERR_DIR_FSYNC';
-}
-
-export class StorageFailure extends Error {
-  override name = 'StorageFailure';
-  constructor(cause: Error) {
-    super(`the database could not be synced to disk (${cause.message}); writes are refused until the service is restarted`, { cause });
-  }
 }
 
 export class GroupCommitter {
@@ -197,7 +158,7 @@ export class GroupCommitter {
 
   /**
    * Another sync of this database failed (the checkpoint thread's fsync): the same as a failed
-   * sync of the WAL (top of this file). Every write not yet answered is refused, and every
+   * sync of the WAL (storage-errors.ts). Every write not yet answered is refused, and every
    * later one.
    */
   syncFailed(err: Error): void {
@@ -239,7 +200,7 @@ export class GroupCommitter {
     this.scheduled = false;
     if (this.hold && !this.failure) return; // committed when the hold ends
     // Another transaction is open on the connection (an identity unit of work is meant to end in
-    // its own turn: adapters/sqlite/ports.ts): better-sqlite3 would nest the group in it as a
+    // its own turn: adapters/sqlite/gate.ts): better-sqlite3 would nest the group in it as a
     // savepoint, and that transaction's rollback would take the group's answered writes with it.
     // The group waits for it to end, a turn at a time.
     if (this.sqlite.inTransaction && !this.failure) {
@@ -279,7 +240,7 @@ export class GroupCommitter {
       whole = true;
     } catch (err) {
       if (isSyncFailure(err) || isStorageError(err)) {
-        // the storage failed, not an operation (top of this file): nothing of the group is stored
+        // the storage failed, not an operation (storage-errors.ts): nothing of the group is stored
         const reason = this.storageError(err as Error);
         for (const p of group) p.reject(reason);
         return;

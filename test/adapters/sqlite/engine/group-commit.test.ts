@@ -4,7 +4,8 @@ import t, { type Test } from 'tap';
 import { existsSync, realpathSync, statSync, symlinkSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { GroupCommitter, StorageFailure } from '../../../../src/adapters/sqlite/engine/group-commit.js';
+import { GroupCommitter } from '../../../../src/adapters/sqlite/engine/group-commit.js';
+import { StorageFailure } from '../../../../src/adapters/sqlite/engine/storage-errors.js';
 import { walSync, type DeferredSync } from '../../../../src/adapters/sqlite/engine/wal-sync.js';
 import { until } from '../../../fixtures/sockets.js';
 

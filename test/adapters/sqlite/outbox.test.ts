@@ -5,7 +5,7 @@ import t, { type Test } from 'tap';
 import type Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
-import { COUNT_SLICE, PushStore } from '../../../src/adapters/sqlite/pushes.js';
+import { COUNT_SLICE, OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
 
 /**
  * An event as the incident unit of work writes it (incidents.ts): the device's next pushId,
@@ -35,7 +35,7 @@ function world(t: Test, durable?: () => number) {
   const eventId = (deviceId: number, pushId: number) => sqlite.prepare('SELECT id FROM events WHERE device_id = ? AND push_seq = ?').pluck().get(deviceId, pushId) as number;
   const settled = (deviceId: number) => sqlite.prepare('SELECT settled_up_to FROM devices WHERE id = ?').pluck().get(deviceId) as number;
   const states = () => sqlite.prepare('SELECT state FROM events ORDER BY id').pluck().all();
-  return { pushes: new PushStore(db, durable), sqlite, device, event, eventId, settled, states };
+  return { pushes: new OutboxRows(db, durable), sqlite, device, event, eventId, settled, states };
 }
 
 t.test('when a device acks, then its pushes up to that id are delivered and delivery starts after them', async (t) => {
@@ -146,7 +146,7 @@ t.test('when writes, acks, reads and expiries interleave at random, then deliver
       const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
       try {
         const sqlite = db.$client;
-        const pushes = new PushStore(db);
+        const pushes = new OutboxRows(db);
         const ids = ['A', 'B'].map((n) => Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES (?, ?, ?)`).run(n, n.toLowerCase(), `u-${n}`).lastInsertRowid));
         const version = Number(sqlite.prepare(`INSERT INTO incident_versions (incident_id, incident) VALUES (1, '{}')`).run().lastInsertRowid);
         // pushIds are per device: the device's last one, and its pending ones in order
@@ -228,7 +228,7 @@ t.test('when the sweep has more ids to walk than one step, then each step covers
   t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 2, more: false }, 'the last two: nothing more to walk');
   t.same(w.pushes.expireStep(w.cutoff(2), 4), { expired: 0, more: false }, 'at the last event, a step does nothing');
   t.equal(w.sqlite.prepare(`SELECT count(*) FROM events WHERE state = 'PENDING'`).pluck().get(), 0);
-  const again = new PushStore({ $client: w.sqlite } as unknown as ConstructorParameters<typeof PushStore>[0]);
+  const again = new OutboxRows({ $client: w.sqlite } as unknown as ConstructorParameters<typeof OutboxRows>[0]);
   t.equal(again.expiryFloor(), first + 9, 'a store opened later (a restart) starts where the sweep stopped');
   const later = w.at(3);
   t.same(again.expireStep(w.cutoff(4)), { expired: 1, more: false }, 'and walks on from there');
@@ -261,7 +261,7 @@ t.test('when writes, deliveries and sweeps interleave at random, then each full 
       const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
       try {
         const sqlite = db.$client;
-        const pushes = new PushStore(db);
+        const pushes = new OutboxRows(db);
         const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('A', 'a', 'u-a')`).run().lastInsertRowid);
         const time = (minute: number) => new Date(Date.UTC(2026, 0, 1, 0, minute)).toISOString();
         let now = 0; // minutes

@@ -1,5 +1,6 @@
-// The push outbox as the delivery side sees it: what is pending for a device, what was sent,
-// acknowledged, expired. Every event is a push; the incident unit of work (incidents.ts) writes
+// The push outbox on SQLite (ports/outbox.ts), as the delivery side sees it: what is pending for a
+// device, what was sent, acknowledged, expired. OutboxRows holds the SQL, synchronous (tests call
+// it directly); SqliteOutbox, at the end, is the port over it. Every event is a push; the incident unit of work (incidents.ts) writes
 // them. Its pushId is events.push_seq, the device's own sequence: gapless and in commit order
 // for that device, so a cumulative ack ("every push <= N of this device") never settles a push
 // that commits later with a lower number, as a global id could on an engine whose sequences
@@ -30,7 +31,8 @@
 // against the cutoff.
 import type Database from 'better-sqlite3';
 import type { Db } from './db.js';
-import type { PushRow } from '../../ports/outbox.js';
+import type { OutboxPort, PushRow } from '../../ports/outbox.js';
+import type { Gate } from './gate.js';
 import { incidentDeliveryPayload, type DeliveryFacts } from '../../domain/webhook-payloads.js';
 import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
 
@@ -56,7 +58,8 @@ interface Settled {
   versionId: number;
 }
 
-export class PushStore {
+/** the outbox's queries, answering at once */
+export class OutboxRows {
   private readonly sqlite: Database.Database;
   private readonly st;
   /** push_expiry.expired_through, as last written */
@@ -287,5 +290,40 @@ export class PushStore {
   /** after a restart nobody is connected */
   resetPresence(): void {
     this.st.resetPresence.run();
+  }
+}
+
+/** The outbox port: each call runs its query after the gate (gate.ts), like the identity port's. */
+export class SqliteOutbox implements OutboxPort {
+  constructor(
+    /** the synchronous queries behind the port */
+    readonly rows: OutboxRows,
+    private readonly gate: Gate,
+  ) {}
+
+  pendingAfter(deviceId: number, afterPushId: number, limit: number) {
+    return this.gate.pass(() => this.rows.pendingAfter(deviceId, afterPushId, limit));
+  }
+  markSent(eventIds: readonly number[], at: string) {
+    return this.gate.pass(() => this.rows.markSent(eventIds, at));
+  }
+  ack(deviceId: number, upTo: number, at: string) {
+    return this.gate.pass(() => this.rows.ack(deviceId, upTo, at));
+  }
+  oldestUnacked(deviceId: number, sentUpTo: number) {
+    return this.gate.pass(() => this.rows.oldestUnacked(deviceId, sentUpTo));
+  }
+  expireStep(cutoff: string, step?: number, at?: string) {
+    return this.gate.pass(() => this.rows.expireStep(cutoff, step, at));
+  }
+  setStatuses(rows: readonly { deviceId: number; status: 'online' | 'offline'; at: string | null }[]) {
+    return this.gate.pass(() => this.rows.setStatuses(rows));
+  }
+  resetPresence() {
+    return this.gate.pass(() => this.rows.resetPresence());
+  }
+  /** read in slices, a turn of the event loop each (OutboxRows.countPending) */
+  countPending() {
+    return this.gate.pass(() => this.rows.countPending());
   }
 }
