@@ -43,7 +43,7 @@ import { formatIdempotency, formatIdempotencyPaced, idempotencyBench, idempotenc
 import { parseParts } from './bench/parts.js';
 import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench/postgres.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
-import { IncidentStore } from '../test/fixtures/incident-store.js';
+import { IncidentRows } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -194,7 +194,7 @@ async function matchingCost(devices: number): Promise<number> {
   const path = join(work, `match-${devices}.sqlite`);
   const { pairCallsigns } = await seed(path, devices);
   const db = openDatabase({ path, synchronous: 'OFF' });
-  const store = new IncidentStore(db, { online: new Set() });
+  const store = new IncidentRows(db, { online: new Set() });
   const caller = benchCaller(db);
   const n = 3000;
   const now = new Date().toISOString();

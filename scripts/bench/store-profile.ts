@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { benchCaller, seed, threeCallsigns } from './seed.js';
 import { openDatabase } from '../../src/adapters/sqlite/db.js';
-import { IncidentStore } from '../../test/fixtures/incident-store.js';
+import { IncidentRows } from '../../test/fixtures/incident-store.js';
 import { Checkpointer } from '../../src/adapters/sqlite/engine/checkpointer.js';
 import { walSync } from '../../src/adapters/sqlite/engine/wal-sync.js';
 import { framePages, framesByOwner, pageOwners, walFrameCount, walGeneration } from './wal-frames.js';
@@ -81,7 +81,7 @@ export async function profileStore(opts: { creates: number; updates: number; alo
     const checkpointer = new Checkpointer(sqlite, { path, synchronous: 'FULL' });
     const durability = walSync(sqlite, 'FULL')!;
     const wal = openSync(durability.file, 'r');
-    const store = new IncidentStore(db, { online: new Set() });
+    const store = new IncidentRows(db, { online: new Set() });
 
     // time every prepared statement the store holds (a private field: this script is a probe)
     const spent = new Map<string, { ms: number; calls: number }>();

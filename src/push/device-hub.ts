@@ -1,7 +1,7 @@
 // Delivery from the outbox to device sockets (DESIGN section 5).
 //  - online = a socket is open and answering pings; a new socket replaces the old one;
 //  - pushes stream in pushId order without waiting for acks; an ack is cumulative; a pushId
-//    is the device's own sequence number (pushes.ts), not the event's id, which the frame's
+//    is the device's own sequence number (adapters/sqlite/outbox.ts), not the event's id, which the frame's
 //    event carries;
 //  - when the oldest unacked push has waited PUSH_ACK_TIMEOUT_S, sending restarts from it;
 //  - pushes older than PUSH_TTL_S become EXPIRED;

@@ -1,5 +1,5 @@
 // The incident store on PostgreSQL (ports/incidents.ts, DESIGN section 9): the behaviour of
-// src/adapters/sqlite/incidents.ts (IncidentStore), without its performance mechanisms (the
+// src/adapters/sqlite/incidents.ts (IncidentRows), without its performance mechanisms (the
 // kept state, the GET cache, the match cache): plain queries, parameterised, over one pooled
 // client per unit of work.
 //

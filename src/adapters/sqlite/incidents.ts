@@ -38,7 +38,7 @@ interface Stored {
   readonly assignments: readonly Assignment[];
 }
 
-export class IncidentStore {
+export class IncidentRows {
   private readonly sqlite: Database.Database;
   private readonly st;
   private readonly dataVersion: () => number;
@@ -162,7 +162,7 @@ export class IncidentStore {
     const row = this.st.byId.get(id) as (IncidentRow & { version: number }) | undefined;
     if (!row) return undefined;
     const incident = toIncident(row);
-    if (this.cache.size >= IncidentStore.CACHE_MAX_INCIDENTS || this.cachedCallsigns + incident.resources.length > IncidentStore.CACHE_MAX_CALLSIGNS) {
+    if (this.cache.size >= IncidentRows.CACHE_MAX_INCIDENTS || this.cachedCallsigns + incident.resources.length > IncidentRows.CACHE_MAX_CALLSIGNS) {
       this.cache.clear();
       this.cachedCallsigns = 0;
     }
@@ -249,7 +249,7 @@ export class IncidentStore {
 
   /**
    * The plan's events, each also its push (the outbox), numbered in its device's own sequence
-   * (pushes.ts); first the unsent assignments the plan's stand-downs replace (WritePlan.supersede).
+   * (outbox.ts); first the unsent assignments the plan's stand-downs replace (WritePlan.supersede).
    */
   private writeEvents(incident: Incident, plan: WritePlan): EventView[] {
     if (plan.events.length === 0) return [];

@@ -12,7 +12,7 @@ import { isStorageError } from './errors.js';
 import { databaseAnswers, storageProbe } from './health.js';
 import { Gate } from './gate.js';
 import { SqliteIdentity } from './identity.js';
-import { IncidentStore } from './incidents.js';
+import { IncidentRows } from './incidents.js';
 import { OutboxRows, SqliteOutbox } from './outbox.js';
 import { SqliteResponses } from './responses.js';
 import { SqliteWebhooks, WebhookRows } from './webhooks.js';
@@ -45,7 +45,7 @@ export interface SqliteOptions {
 export type SqliteStorage = Storage & {
   readonly db: Db;
   readonly writes: GroupCommitter;
-  readonly store: IncidentStore;
+  readonly store: IncidentRows;
   readonly identity: SqliteIdentity;
   readonly outbox: SqliteOutbox;
 };
@@ -53,7 +53,7 @@ export type SqliteStorage = Storage & {
 /** The incident port over the sync store: each write joins the next group commit. */
 class SqliteIncidents implements IncidentStorePort {
   constructor(
-    private readonly store: IncidentStore,
+    private readonly store: IncidentRows,
     private readonly writes: GroupCommitter,
   ) {}
 
@@ -122,7 +122,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
     checkpoints?.whenWalLarge(() => writes.holdUntil(() => checkpoints.checkpoint(), holdMs));
     // a failed fsync of the checkpoint thread is a failed sync like the WAL's (checkpointer.ts)
     checkpoints?.whenSyncFails?.((err) => writes.syncFailed(err));
-    const store = new IncidentStore(db, presence, () => writes.horizon());
+    const store = new IncidentRows(db, presence, () => writes.horizon());
     return {
       db,
       writes,

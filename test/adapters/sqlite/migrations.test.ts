@@ -11,7 +11,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { migrationsPath } from '../../../src/paths.js';
 import { OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
-import { IncidentStore } from '../../fixtures/incident-store.js';
+import { IncidentRows } from '../../fixtures/incident-store.js';
 import { IdentityRows } from '../../../src/adapters/sqlite/identity-rows.js';
 
 interface Journal {
@@ -166,7 +166,7 @@ t.test('when a database from before 0005 holds resources and assignments, then t
   );
   const gone = db.$client.prepare(`SELECT name FROM sqlite_master WHERE name IN ('incident_resources', 'assignments')`).pluck().all();
   t.same(gone, [], 'the old tables are gone');
-  const store = new IncidentStore(db, { online: new Set() });
+  const store = new IncidentRows(db, { online: new Set() });
   t.same(
     store.list({ ownerIds: null, callsign: 'e1', limit: 10, offset: 0 }).incidents.map((i) => [i.id, i.resources]),
     [[open, ['A7', 'E1', 'Z9']]],
@@ -318,7 +318,7 @@ t.test('when a database from before 0014 holds pushes, then each keeps its event
   t.same(pushes.pendingAfter(b, 0, 10).map((r) => r.pushId), [b2, b4], "and none of B's, lower ids included");
 
   const identity = new IdentityRows(db);
-  const incidents = new IncidentStore(db, { online: new Set() });
+  const incidents = new IncidentRows(db, { online: new Set() });
   const made = incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1', 'B1', 'C1'] }, '2026-01-02T00:00:00.000Z');
   t.ok(made.ok);
   t.same(pushes.pendingAfter(a, a3, 10).map((r) => r.pushId), [a5, a5 + 1], "A's next push follows its last");
@@ -340,7 +340,7 @@ t.test('when a device\'s floor from before 0014 is above its own last event (rai
   const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
   const identity = new IdentityRows(db);
-  const incidents = new IncidentStore(db, { online: new Set() });
+  const incidents = new IncidentRows(db, { online: new Set() });
   t.ok(incidents.create(identity.userById(user)!, { originId: 'N', type: 'FIRE', latitude: 1, longitude: 2, priority: 3, resources: ['A1'] }, '2026-01-02T00:00:00.000Z').ok);
   const pending = new OutboxRows(db).pendingAfter(a, 0, 10);
   t.same(pending.map((r) => r.pushId), [last + 1], 'the new push is read, with a pushId above the floor');

@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { IdentityRows, type UserRecord } from '../../../src/adapters/sqlite/identity-rows.js';
-import { IncidentStore } from '../../fixtures/incident-store.js';
+import { IncidentRows } from '../../fixtures/incident-store.js';
 import { OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
 
 const NOW = '2026-11-25T08:00:00.000Z';
@@ -14,7 +14,7 @@ function world(t: Test) {
   const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
   const identity = new IdentityRows(db);
-  const incidents = new IncidentStore(db, { online: new Set<number>() });
+  const incidents = new IncidentRows(db, { online: new Set<number>() });
   const pushes = new OutboxRows(db);
   const cad: UserRecord = identity.insertUser({ name: 'CAD', email: 'cad@example.test', passwordHash: 'x', createIncidents: true });
   let devices = 0;
