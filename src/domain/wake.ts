@@ -141,7 +141,7 @@ export const WAKE_RETRY_AFTER_MAX_MS = 30_000;
 export function nextTryInMs(tries: number, retryAfterMs?: number): number | null {
   if (tries >= WAKE_TRIES_MAX) return null;
   if (retryAfterMs !== undefined) return retryAfterMs <= WAKE_RETRY_AFTER_MAX_MS ? retryAfterMs : null;
-  return WAKE_BACKOFF_MS[tries - 1] ?? WAKE_BACKOFF_MS[WAKE_BACKOFF_MS.length - 1]!;
+  return WAKE_BACKOFF_MS[Math.min(tries, WAKE_BACKOFF_MS.length) - 1]!;
 }
 
 /** a phone number in E.164: + and 8 to 15 digits, the first not 0 */
