@@ -144,6 +144,21 @@ export function nextTryInMs(tries: number, retryAfterMs?: number): number | null
   return WAKE_BACKOFF_MS[Math.min(tries, WAKE_BACKOFF_MS.length) - 1]!;
 }
 
+/**
+ * A step's outcome, as stored and shown in the responders list: each target's result as it came
+ * (`<kind>#<target id>:<result>`, space-separated), then how the step ended if not by sending.
+ */
+export function targetResult(kind: WakeKind, targetId: number, result: string): string {
+  return `${kind}#${targetId}:${result}`;
+}
+
+/** the targets a step's outcome says were reached (each tried to its end): not sent again */
+export function reachedTargets(outcome: string | null): Set<number> {
+  const out = new Set<number>();
+  for (const m of (outcome ?? '').matchAll(/#(\d+):/g)) out.add(Number(m[1]));
+  return out;
+}
+
 /** a phone number in E.164: + and 8 to 15 digits, the first not 0 */
 const E164 = /^\+[1-9]\d{7,14}$/;
 /** FCM registration tokens and APNs device tokens, as their platforms give them */

@@ -10,7 +10,7 @@
 // assignment, when the push was written), what the wake-up says, and the device's targets of the
 // step's kinds not yet reached by this step (a target whose result was recorded is not sent
 // again when another node takes the step over).
-import type { StepFacts, WakeMessage, WakeStep, WakeTarget } from '../domain/wake.js';
+import type { StepFacts, WakeKind, WakeMessage, WakeStep, WakeTarget } from '../domain/wake.js';
 
 export interface ClaimedStep {
   id: number;
@@ -40,14 +40,14 @@ export interface StepClaim {
 /** how a step ended: DONE (sent to every target it had), or STOPPED (the ladder stopped: domain/wake.ts StopReason) */
 export interface StepEnd {
   state: 'DONE' | 'STOPPED';
-  /** a short text for the responders list: the stop's reason, or each target's outcome */
+  /** appended to the step's outcome (after each target's result): the stop's reason, `no target`, or nothing */
   outcome: string;
 }
 
 export interface WakeStepStorePort {
   claim(o: StepClaim): Promise<ClaimedStep[]>;
   /** one target's result within a held step (it is not sent again by a later claim); false: the lease was lost */
-  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string): Promise<boolean>;
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean>;
   /** the step ended, while held; false: the lease was lost */
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
   /** a target the provider says is dead (404, 410, UNREGISTERED) */

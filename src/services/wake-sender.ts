@@ -134,13 +134,13 @@ export class WakeSender {
     const stop = stepStops({ ...s.facts, expiresAt, now: now.toISOString() });
     if (stop !== null) {
       this.stats.stopped++;
-      await this.settle(s, { state: 'STOPPED', outcome: stop });
+      await this.settle(s, { state: 'STOPPED', outcome: `stopped:${stop}` });
       return;
     }
     const message: WakeMessage = { ...s.message, ttlSeconds: Math.max(0, Math.floor((Date.parse(expiresAt) - now.getTime()) / 1000)) };
-    const results = await Promise.all(s.targets.map(async (t) => [t, await this.reach(s, t, message)] as const));
-    const outcome = results.map(([t, o]) => `${t.target.kind}#${t.id}:${o}`).join(' ') || 'no target';
-    await this.settle(s, { state: 'DONE', outcome });
+    // each target's result is recorded as it comes (reach); the step's end adds nothing more
+    await Promise.all(s.targets.map((t) => this.reach(s, t, message)));
+    await this.settle(s, { state: 'DONE', outcome: s.targets.length === 0 ? 'no target' : '' });
   }
 
   /** one target, tried until accepted, gone, rejected, or out of tries; its result recorded */
@@ -177,7 +177,7 @@ export class WakeSender {
         await this.o.sleep(wait);
       }
     }
-    if (!(await this.store.recordTarget(s, t.id, result))) this.stats.lost++;
+    if (!(await this.store.recordTarget(s, t.id, result, t.target.kind))) this.stats.lost++;
     return result;
   }
 
