@@ -14,6 +14,8 @@ import { ANSWER_READ_MAX, ATTEMPT_TIMEOUT_MS, cleanDetail, connectionDetail, sta
 /** how long one provider token is used */
 export const APNS_TOKEN_REUSE_MS = 50 * 60_000;
 const DEFAULT_ENDPOINT = 'https://api.push.apple.com';
+/** how long a session has to answer a PING after a send timed out */
+const PROBE_MS = 3000;
 /** APNs reasons (on 400/410) that say the device token is dead */
 const GONE_REASONS = new Set(['BadDeviceToken', 'Unregistered']);
 
@@ -44,6 +46,7 @@ export class ApnsChannel implements WakeChannel<'apns'> {
   private session: ClientHttp2Session | null = null;
   private sessionsOpened = 0;
   private readonly sessionErrors = new WeakMap<ClientHttp2Session, unknown>();
+  private readonly probing = new WeakSet<ClientHttp2Session>();
   private tokensMade = 0;
 
   constructor(private readonly settings: ApnsSettings) {
@@ -89,7 +92,11 @@ export class ApnsChannel implements WakeChannel<'apns'> {
       // and it is emitted after them, hence the setImmediate
       const noAnswer = () =>
         setImmediate(() => {
-          if (attempt.signal.aborted) return finish(attempt.aborted());
+          if (attempt.signal.aborted) {
+            // our deadline, not the caller's abort: the connection may be dead without a word
+            if (session && !signal?.aborted) this.probe(session);
+            return finish(attempt.aborted());
+          }
           const err = (session && this.sessionErrors.get(session)) ?? streamError;
           finish({ outcome: 'retry', status: null, detail: err === undefined ? 'no HTTP answer (the stream was closed)' : connectionDetail(err) });
         });
@@ -168,6 +175,27 @@ export class ApnsChannel implements WakeChannel<'apns'> {
     this.jwt = { value: `${head}.${claims}.${b64url(signature)}`, madeAt: now };
     this.tokensMade++;
     return this.jwt;
+  }
+
+  /**
+   * After a send got no answer in time: a PING the session must answer within PROBE_MS, else it is
+   * destroyed (a connection dropped silently, by a NAT say, would otherwise hold every later send
+   * until the system's TCP timeout); the next send opens a new one.
+   */
+  private probe(session: ClientHttp2Session): void {
+    if (session.closed || session.destroyed || this.probing.has(session)) return;
+    this.probing.add(session);
+    const timer = setTimeout(() => session.destroy(), PROBE_MS);
+    timer.unref();
+    const sent = session.ping((err) => {
+      clearTimeout(timer);
+      this.probing.delete(session);
+      if (err) session.destroy();
+    });
+    if (!sent) {
+      clearTimeout(timer);
+      session.destroy();
+    }
   }
 
   /** the session to the endpoint, opened again when the last one closed, failed or was told to go away */

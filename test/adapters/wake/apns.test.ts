@@ -4,6 +4,7 @@
 // one session reused and reopened when it closes, and no secret in any detail.
 import t, { type Test } from 'tap';
 import { generateKeyPairSync } from 'node:crypto';
+import { connect as tcpConnect, createServer as createTcpServer, type Socket } from 'node:net';
 import type { WakeMessage, WakeOutcome } from '../../../src/ports/wake.js';
 import { ApnsChannel } from '../../../src/adapters/wake/apns.js';
 import { ApnsStub } from '../../fixtures/wake/apns-stub.js';
@@ -132,6 +133,47 @@ t.test('when APNs does not answer within the deadline, or the caller aborts, the
   stub.answer = 200;
   t.same(await send(), { outcome: 'accepted', status: 200 });
   t.equal(channel.sessionsStarted, 1);
+});
+
+/** a TCP relay to `port` that can go silent (as a connection a NAT dropped): new connections relay again */
+async function relay(t: Test, port: number) {
+  const pairs: Socket[][] = [];
+  const server = createTcpServer((inbound) => {
+    const outbound = tcpConnect(port, '127.0.0.1');
+    inbound.pipe(outbound).pipe(inbound);
+    inbound.on('error', () => outbound.destroy());
+    outbound.on('error', () => inbound.destroy());
+    pairs.push([inbound, outbound]);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => {
+    for (const p of pairs) for (const s of p) s.destroy();
+    server.close();
+  });
+  return {
+    origin: `https://127.0.0.1:${(server.address() as { port: number }).port}`,
+    silence: () => {
+      for (const [inbound, outbound] of pairs) {
+        inbound!.unpipe();
+        outbound!.unpipe();
+      }
+    },
+  };
+}
+
+t.test('when the connection goes silent, then the send times out, the session fails its PING and the next send opens a new one', async (t) => {
+  const stub = await ApnsStub.start();
+  t.teardown(() => stub.close());
+  const r = await relay(t, Number(new URL(stub.origin).port));
+  const channel = new ApnsChannel({ key: stub.keyPem, keyId: stub.keyId, teamId: stub.teamId, topic: stub.topic, endpoint: r.origin, timeoutMs: 300 });
+  t.teardown(() => channel.close());
+  const target = { kind: 'apns' as const, token: TOKEN, critical: false };
+  t.same(await channel.send(target, message), { outcome: 'accepted', status: 200 });
+  r.silence();
+  t.same(await channel.send(target, message), { outcome: 'retry', status: null, detail: 'no answer within 300 ms' });
+  await new Promise((res) => setTimeout(res, 3300));
+  t.same(await channel.send(target, message), { outcome: 'accepted', status: 200 });
+  t.equal(channel.sessionsStarted, 2, 'a new session');
 });
 
 t.test('when nothing listens at the endpoint, then retry with the error code only', async (t) => {
