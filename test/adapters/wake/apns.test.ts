@@ -124,9 +124,9 @@ t.test('when the connection closes, then the next send opens a new session', asy
 });
 
 t.test('when APNs does not answer within the deadline, or the caller aborts, then retry; the session still serves the next send', async (t) => {
-  const { stub, channel, send } = await setup(t, { timeoutMs: 300 });
+  const { stub, channel, send } = await setup(t, { timeoutMs: 1000 });
   stub.answer = 'hang';
-  t.same(await send(), { outcome: 'retry', status: null, detail: 'no answer within 300 ms' });
+  t.same(await send(), { outcome: 'retry', status: null, detail: 'no answer within 1000 ms' });
   const caller = new AbortController();
   setTimeout(() => caller.abort(), 50);
   t.same(await send(message, false, caller.signal), { outcome: 'retry', status: null, detail: 'aborted' });
@@ -165,12 +165,12 @@ t.test('when the connection goes silent, then the send times out, the session fa
   const stub = await ApnsStub.start();
   t.teardown(() => stub.close());
   const r = await relay(t, Number(new URL(stub.origin).port));
-  const channel = new ApnsChannel({ key: stub.keyPem, keyId: stub.keyId, teamId: stub.teamId, topic: stub.topic, endpoint: r.origin, timeoutMs: 300 });
+  const channel = new ApnsChannel({ key: stub.keyPem, keyId: stub.keyId, teamId: stub.teamId, topic: stub.topic, endpoint: r.origin, timeoutMs: 1000 });
   t.teardown(() => channel.close());
   const target = { kind: 'apns' as const, token: TOKEN, critical: false };
   t.same(await channel.send(target, message), { outcome: 'accepted', status: 200 });
   r.silence();
-  t.same(await channel.send(target, message), { outcome: 'retry', status: null, detail: 'no answer within 300 ms' });
+  t.same(await channel.send(target, message), { outcome: 'retry', status: null, detail: 'no answer within 1000 ms' });
   await new Promise((res) => setTimeout(res, 3300));
   t.same(await channel.send(target, message), { outcome: 'accepted', status: 200 });
   t.equal(channel.sessionsStarted, 2, 'a new session');

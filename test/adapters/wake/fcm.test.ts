@@ -117,7 +117,7 @@ t.test('when FCM or the token endpoint does not answer within the deadline, or t
   setTimeout(() => caller.abort(), 50);
   t.same(await send(message, 'device-token-1', caller.signal), { outcome: 'retry', status: null, detail: 'aborted' });
   // a slow token endpoint: the send gives up at its deadline, the token still arrives for the next
-  const slow = await setup(t, { timeoutMs: 300 });
+  const slow = await setup(t, { timeoutMs: 2000 });
   slow.stub.tokenDelayMs = 200;
   const aborting = new AbortController();
   setTimeout(() => aborting.abort(), 50);
