@@ -8,6 +8,7 @@
 // POST /api/wake/sms-reply, which is not this file's.
 import type { WakeChannel, WakeMessage, WakeOutcome, WakeTarget } from '../../ports/wake.js';
 import { ATTEMPT_TIMEOUT_MS, cleanDetail, connectionDetail, readCapped, startAttempt, statusOutcome } from './attempt.js';
+import { smsText, voiceText } from '../../domain/wake.js';
 
 const DEFAULT_API_BASE = 'https://api.twilio.com';
 
@@ -22,17 +23,14 @@ export interface TwilioSettings {
   timeoutMs?: number;
 }
 
-/** the SMS text: the incident's type and originId, and how to answer */
-export function smsBody(m: WakeMessage): string {
-  return `${m.type} incident ${m.originId} (priority ${m.priority}): reply 1 = responding, 2 = not available`;
-}
+/** the SMS text: the domain's (domain/wake.ts smsText: the incident's type and originId, and how to answer) */
+export const smsBody = smsText;
 
 const xmlEscape = (s: string) => s.replace(/[<>&'"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' })[c]!);
 
-/** the call's TwiML: the alert read out */
+/** the call's TwiML: the domain's text (domain/wake.ts voiceText) read out */
 export function callTwiml(m: WakeMessage): string {
-  const text = `Alert. You are assigned to a ${m.type} incident, ${m.originId}, priority ${m.priority}. Please respond in the app.`;
-  return `<Response><Say>${xmlEscape(text)}</Say></Response>`;
+  return `<Response><Say>${xmlEscape(voiceText(m))}</Say></Response>`;
 }
 
 /** one account's REST client: a POST of a form, read as a wake outcome */

@@ -43,7 +43,7 @@ t.test('when an SMS is sent, then it goes to the number from the configured send
   t.equal(form.From, stub.from);
   t.match(form.Body, /FIRE/);
   t.match(form.Body, /CAD-2026-0042/);
-  t.match(form.Body, /reply 1 = responding, 2 = not available/);
+  t.match(form.Body, /Reply 1 = responding, 2 = not available/);
 });
 
 t.test('when a call is made, then its TwiML says the alert, XML-escaped', async (t) => {
