@@ -4,12 +4,13 @@
 // own synchronous level, restored after; inside an open transaction `fn` just joins it.
 import type Database from 'better-sqlite3';
 
-export function relaxedTransaction<T>(sqlite: Database.Database, level: number, fn: () => T): T {
+export function relaxedTransaction<T>(sqlite: Database.Database, level: number, fn: () => T, begin: 'immediate' | 'deferred' = 'immediate'): T {
   if (sqlite.inTransaction) return fn();
-  if (level <= 1) return sqlite.transaction(fn).immediate();
+  const run = () => (begin === 'immediate' ? sqlite.transaction(fn).immediate() : sqlite.transaction(fn)());
+  if (level <= 1) return run();
   sqlite.exec('PRAGMA synchronous = NORMAL');
   try {
-    return sqlite.transaction(fn).immediate();
+    return run();
   } finally {
     sqlite.exec(`PRAGMA synchronous = ${level}`);
   }
