@@ -10,7 +10,7 @@
 // assignment, when the push was written), what the wake-up says, and the device's targets of the
 // step's kinds not yet reached by this step (a target whose result was recorded is not sent
 // again when another node takes the step over).
-import type { StepFacts, WakeKind, WakeMessage, WakeStep, WakeTarget } from '../domain/wake.js';
+import { reachedTargets, STEP_KINDS, type StepFacts, type WakeKind, type WakeMessage, type WakeStep, type WakeTarget } from '../domain/wake.js';
 
 export interface ClaimedStep {
   id: number;
@@ -52,4 +52,57 @@ export interface WakeStepStorePort {
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
   /** a target the provider says is dead (404, 410, UNREGISTERED) */
   removeTarget(targetId: number): Promise<void>;
+}
+
+/** a claimed step's row, as either adapter reads it (ids as numbers) */
+export interface StepRow {
+  id: number;
+  step: WakeStep;
+  dueAt: string;
+  eventId: number;
+  deviceId: number;
+  incidentId: number;
+  /** the targets' results recorded so far (domain/wake.ts targetResult) */
+  outcome: string | null;
+}
+
+/** what the claim read of the step's push: null when the push is gone (retention: past its TTL) */
+export interface PushRow {
+  pushState: ClaimedStep['facts']['pushState'];
+  writtenAt: string;
+  pushId: number;
+  /** the incident as the push carried it (JSON), if its version is kept */
+  incident: string | null;
+  answered: boolean;
+  assigned: boolean;
+}
+
+/**
+ * The step as the sender gets it, from what an adapter read: the facts (a push that is gone
+ * stops the step as expired), the wake-up's content, and the device's targets of the step's
+ * kinds that the step has not reached yet. Written once for both adapters.
+ */
+export function claimedStep(r: StepRow, by: string, push: PushRow | null, deviceTargets: readonly { id: number; kind: WakeKind; target: WakeTarget }[]): ClaimedStep {
+  const incident = push?.incident ? (JSON.parse(push.incident) as { originId: string; type: string; priority: number }) : null;
+  const reached = reachedTargets(r.outcome);
+  const kinds = STEP_KINDS[r.step];
+  return {
+    id: r.id,
+    by,
+    step: r.step,
+    dueAt: r.dueAt,
+    eventId: r.eventId,
+    facts: push
+      ? { pushState: push.pushState, answered: push.answered, assigned: push.assigned, writtenAt: push.writtenAt }
+      : { pushState: 'EXPIRED', answered: false, assigned: false, writtenAt: r.dueAt },
+    message: {
+      incidentId: r.incidentId,
+      originId: incident?.originId ?? '',
+      type: incident?.type ?? '',
+      priority: incident?.priority ?? 0,
+      pushId: push?.pushId ?? 0,
+      deviceId: r.deviceId,
+    },
+    targets: deviceTargets.filter((t) => kinds.includes(t.kind) && !reached.has(t.id)).map((t) => ({ id: t.id, target: t.target })),
+  };
 }

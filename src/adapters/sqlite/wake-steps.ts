@@ -8,10 +8,10 @@
 // whether the device answered the incident since (its assignment's response state: a new
 // assignment starts with none, domain/response.ts), whether a stand-down of the device followed
 // the push (events_incident), and what the wake-up says (the incident as the push carried it).
-// The targets a step has reached are those its `outcome` names (domain/wake.ts reachedTargets).
+// What the sender gets of each step is built by ports/wake-steps.ts claimedStep, for both adapters.
 import type Database from 'better-sqlite3';
-import { reachedTargets, STEP_KINDS, targetResult, type WakeStep, type WakeTarget } from '../../domain/wake.js';
-import type { ClaimedStep, StepClaim, StepEnd, WakeStepStorePort } from '../../ports/wake-steps.js';
+import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
+import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
 import { relaxedTransaction } from './engine/relaxed.js';
@@ -80,32 +80,9 @@ export class WakeStepRows {
 
   private withFacts(r: ClaimRow, by: string): ClaimedStep {
     const f = this.st.facts.get(r.eventId) as FactsRow | undefined;
-    const incident = f?.incident ? (JSON.parse(f.incident) as { originId: string; type: string; priority: number }) : null;
-    const reached = reachedTargets(r.outcome);
-    const kinds = STEP_KINDS[r.step];
-    const targets = (this.st.targets.all(r.deviceId) as { id: number; kind: WakeTarget['kind']; target: string }[])
-      .filter((t) => kinds.includes(t.kind) && !reached.has(t.id))
-      .map((t) => ({ id: t.id, target: JSON.parse(t.target) as WakeTarget }));
-    return {
-      id: r.id,
-      by,
-      step: r.step,
-      dueAt: r.dueAt,
-      eventId: r.eventId,
-      // a push whose event is gone (retention) is past its TTL: the step stops
-      facts: f
-        ? { pushState: f.pushState, answered: f.answered === 1, assigned: f.assigned === 1, writtenAt: f.writtenAt }
-        : { pushState: 'EXPIRED', answered: false, assigned: false, writtenAt: r.dueAt },
-      message: {
-        incidentId: r.incidentId,
-        originId: incident?.originId ?? '',
-        type: incident?.type ?? '',
-        priority: incident?.priority ?? 0,
-        pushId: f?.pushId ?? 0,
-        deviceId: r.deviceId,
-      },
-      targets,
-    };
+    const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: f.pushId, incident: f.incident, answered: f.answered === 1, assigned: f.assigned === 1 } : null;
+    const targets = (this.st.targets.all(r.deviceId) as { id: number; kind: WakeKind; target: string }[]).map((t) => ({ id: t.id, kind: t.kind, target: JSON.parse(t.target) as WakeTarget }));
+    return claimedStep(r, by, push, targets);
   }
 
   recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']): boolean {
