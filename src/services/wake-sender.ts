@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { nextTryInMs, stepStops, type WakeKind, type WakeMessage } from '../domain/wake.js';
 import type { Clock } from '../ports/clock.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
-import type { WakeChannel, WakeOutcome, WakeTarget } from '../ports/wake.js';
+import type { WakeChannel, WakeChannels, WakeOutcome, WakeTarget } from '../ports/wake.js';
 
 export interface WakeSenderOptions {
   nodeId: string;
@@ -46,8 +46,6 @@ interface Log {
   debug(obj: object, msg: string): void;
 }
 
-export type Channels = { readonly [K in WakeKind]?: WakeChannel<K> };
-
 export class WakeSender {
   private readonly o: Required<WakeSenderOptions>;
   private timer: NodeJS.Timeout | null = null;
@@ -60,7 +58,7 @@ export class WakeSender {
 
   constructor(
     private readonly store: WakeStepStorePort,
-    private readonly channels: Channels,
+    private readonly channels: WakeChannels,
     private readonly clock: Clock,
     private readonly log: Log,
     options: WakeSenderOptions,

@@ -2,7 +2,7 @@
 // settings: main.ts reads the environment and the key files and hands them here. A channel
 // whose settings are absent has no adapter: its kind is not configured (targets of it are
 // refused 422 channel-not-configured, services/wake-targets.ts).
-import type { WakeChannel, WakeKind } from '../../ports/wake.js';
+import type { WakeChannels, WakeKind } from '../../ports/wake.js';
 import { ApnsChannel, type ApnsSettings } from './apns.js';
 import { FcmChannel, type FcmSettings } from './fcm.js';
 import { SmsChannel, VoiceChannel, type TwilioSettings } from './twilio.js';
@@ -15,8 +15,6 @@ export interface ChannelSettings {
   /** SMS and voice, through one account */
   twilio?: TwilioSettings | undefined;
 }
-
-export type WakeChannels = { readonly [K in WakeKind]?: WakeChannel<K> };
 
 export interface BuiltChannels {
   channels: WakeChannels;
