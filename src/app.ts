@@ -15,6 +15,7 @@ import { ResponseService } from './services/responses.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
 import { WebhookService } from './services/webhooks.js';
+import { WakeTargetService } from './services/wake-targets.js';
 import type { WebhookTransport } from './ports/webhooks.js';
 import type { RetentionOptions } from './services/retention.js';
 import type { SenderOptions } from './services/webhook-sender.js';
@@ -107,6 +108,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
     operations,
     webhooks: new WebhookService(storage.webhooks, deps.webhookTransport, clock, { allowPrivate: config.webhookAllowPrivate }),
     webhookSender: jobs.each.webhookSender,
+    wakeTargets: new WakeTargetService(storage.wakeTargets, identity, access, clock, { configured: config.wake.configured, allowPrivate: config.wakeAllowPrivate, vapidPublicKey: config.wake.webpush?.publicKey ?? null }),
     presence,
     storage,
     log: app.log,

@@ -170,7 +170,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
   started.jobs.start();
-  app.log.info(started.describe, 'CAD incident integration service ready');
+  // the wake channels configured, by kind (never their settings: config-wake.ts)
+  app.log.info({ ...started.describe, wakeChannels: [...config.wake.configured] }, 'CAD incident integration service ready');
 }
 
 main().catch((err: unknown) => {

@@ -6,6 +6,7 @@ import type { OutboxPort } from './outbox.js';
 import type { ResponseStorePort } from './responses.js';
 import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 import type { RetentionPort } from './retention.js';
+import type { WakeTargetStorePort } from './wake-targets.js';
 import type { WebhookStorePort } from './webhooks.js';
 
 /**
@@ -29,6 +30,8 @@ export interface Storage {
   /** what the retention sweeper removes, a batch at a time (services/retention.ts) */
   readonly retention: RetentionPort;
   readonly webhooks: WebhookStorePort;
+  /** where devices are woken (DESIGN section 14) */
+  readonly wakeTargets: WakeTargetStorePort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

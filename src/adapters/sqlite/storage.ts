@@ -16,6 +16,7 @@ import { IncidentRows } from './incidents.js';
 import { OutboxRows, SqliteOutbox } from './outbox.js';
 import { SqliteResponses } from './responses.js';
 import { SqliteWebhooks, WebhookRows } from './webhooks.js';
+import { SqliteWakeTargets, WakeTargetRows } from './wake-targets.js';
 import { sqliteRetention } from './retention.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
@@ -133,6 +134,7 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       responses: new SqliteResponses(db, writes),
       retention: sqliteRetention(db.$client, writes),
       webhooks: new SqliteWebhooks(new WebhookRows(db), gate),
+      wakeTargets: new SqliteWakeTargets(new WakeTargetRows(db), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';
