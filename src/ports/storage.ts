@@ -8,6 +8,7 @@ import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 import type { RetentionPort } from './retention.js';
 import type { WakeTargetStorePort } from './wake-targets.js';
 import type { WebhookStorePort } from './webhooks.js';
+import type { WakeStepStorePort } from './wake-steps.js';
 
 /**
  * SQLite's `PRAGMA synchronous` levels (DB_SYNCHRONOUS, docs/storage.md): declared once, here, for
@@ -32,6 +33,8 @@ export interface Storage {
   readonly webhooks: WebhookStorePort;
   /** where devices are woken (DESIGN section 14) */
   readonly wakeTargets: WakeTargetStorePort;
+  /** the wake ladder's steps, claimed by the wake sender (services/wake-sender.ts) */
+  readonly wakeSteps: WakeStepStorePort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

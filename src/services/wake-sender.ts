@@ -15,6 +15,7 @@
 import { randomBytes } from 'node:crypto';
 import { nextTryInMs, stepStops, type WakeKind, type WakeMessage } from '../domain/wake.js';
 import type { Clock } from '../ports/clock.js';
+import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
 import type { WakeChannel, WakeChannels, WakeOutcome, WakeTarget } from '../ports/wake.js';
 
@@ -32,13 +33,8 @@ export interface WakeSenderOptions {
   sleep?: (ms: number) => Promise<void>;
 }
 
-/** what the sender counts (metrics: wake attempts by channel and outcome, and the time from due to acceptance) */
-export interface WakeMetrics {
-  attempt(kind: WakeKind, outcome: WakeOutcome['outcome'] | 'not-configured'): void;
-  accepted(kind: WakeKind, secondsAfterDue: number): void;
-}
-
-export const noWakeMetrics: WakeMetrics = { attempt: () => {}, accepted: () => {} };
+/** what the sender counts: wake attempts by channel and outcome, and the time from due to acceptance */
+export type WakeMetrics = Pick<Metrics, 'wakeAttempt' | 'wakeLatency'>;
 
 interface Log {
   warn(obj: object, msg: string): void;
@@ -62,7 +58,7 @@ export class WakeSender {
     private readonly clock: Clock,
     private readonly log: Log,
     options: WakeSenderOptions,
-    private readonly metrics: WakeMetrics = noWakeMetrics,
+    private readonly metrics: WakeMetrics = noMetrics,
   ) {
     this.o = {
       pollMs: 500,
@@ -146,17 +142,17 @@ export class WakeSender {
     const channel = this.channels[t.target.kind] as WakeChannel | undefined;
     let result: string;
     if (!channel) {
-      this.metrics.attempt(t.target.kind, 'not-configured');
+      this.metrics.wakeAttempt(t.target.kind, 'not-configured');
       result = 'not-configured';
     } else {
       let tries = 0;
       for (;;) {
         tries += 1;
         const o = await channel.send(t.target, message, this.abort.signal);
-        this.metrics.attempt(t.target.kind, o.outcome);
+        this.metrics.wakeAttempt(t.target.kind, o.outcome);
         if (o.outcome === 'accepted') {
           this.stats.sent++;
-          this.metrics.accepted(t.target.kind, Math.max(0, (this.clock.now().getTime() - Date.parse(s.dueAt)) / 1000));
+          this.metrics.wakeLatency(t.target.kind, Math.max(0, (this.clock.now().getTime() - Date.parse(s.dueAt)) / 1000));
           result = 'accepted';
           break;
         }

@@ -73,7 +73,7 @@ t.test('when a due step is claimed and the ladder still runs, then each target g
   const wp = channel('webpush', []);
   const f = channel('fcm', []);
   const counted: string[] = [];
-  const s = sender(store, { webpush: wp, fcm: f }, { attempt: (k, o) => counted.push(`${k}:${o}`), accepted: (k, sec) => counted.push(`${k} after ${sec}s`) });
+  const s = sender(store, { webpush: wp, fcm: f }, { wakeAttempt: (k, o) => counted.push(`${k}:${o}`), wakeLatency: (k, sec) => counted.push(`${k} after ${sec}s`) });
   await s.round();
   await s.idle();
   await s.stop();
