@@ -36,7 +36,7 @@ export interface ServiceAccount {
   tokenUri: string;
 }
 
-export interface WakeChannels {
+export interface WakeSettings {
   /** the kinds of wake target this service can reach: a registration of another kind is 422 */
   configured: ReadonlySet<WakeKind>;
   webpush?: { publicKey: string; privateKey: Secret; subject: string };
@@ -116,9 +116,9 @@ export function serviceAccount(path: string): ServiceAccount {
   return { projectId: field('project_id'), clientEmail: field('client_email'), privateKey: privateKeyPem(field('private_key'), `${name} (${path}): private_key`), tokenUri };
 }
 
-export function wakeChannels(env: NodeJS.ProcessEnv): WakeChannels {
+export function wakeSettings(env: NodeJS.ProcessEnv): WakeSettings {
   const configured = new Set<WakeKind>();
-  const out: Omit<WakeChannels, 'configured'> = {};
+  const out: Omit<WakeSettings, 'configured'> = {};
 
   const vapid = group(env, 'Web Push', ['VAPID_PUBLIC_KEY', 'VAPID_PRIVATE_KEY', 'VAPID_SUBJECT']);
   if (vapid) {

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from './domain/idempotency.js';
 import type { Synchronous } from './ports/storage.js';
-import { WakeConfigError, wakeChannels, type WakeChannels } from './config-wake.js';
+import { WakeConfigError, wakeSettings, type WakeSettings } from './config-wake.js';
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
 
 export interface Config {
@@ -58,7 +58,7 @@ export interface Config {
   /** Web Push endpoints may be private addresses (tests, a push service on the same network) */
   wakeAllowPrivate: boolean;
   /** the wake channels whose settings are all present, with those settings (secrets redacted in any log: config-wake.ts) */
-  wake: WakeChannels;
+  wake: WakeSettings;
 }
 
 export class ConfigError extends Error {}
@@ -122,9 +122,9 @@ function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
   return raw;
 }
 
-function wake(env: NodeJS.ProcessEnv): WakeChannels {
+function wake(env: NodeJS.ProcessEnv): WakeSettings {
   try {
-    return wakeChannels(env);
+    return wakeSettings(env);
   } catch (err) {
     if (err instanceof WakeConfigError) throw new ConfigError(err.message);
     throw err;

@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import type { WakeKind } from '../../src/domain/wake.js';
-import type { WakeChannels } from '../../src/config-wake.js';
+import type { WakeSettings } from '../../src/config-wake.js';
 import { adminAuth, basic, bearer, createDevice, createUser, grant, json, makeApp, mintToken } from '../fixtures/app.js';
 import { call, isProblem } from '../fixtures/access.js';
 import type { Db } from '../../src/adapters/sqlite/db.js';
@@ -15,7 +15,7 @@ import type { Db } from '../../src/adapters/sqlite/db.js';
 const ALL: WakeKind[] = ['webpush', 'fcm', 'apns', 'sms', 'voice'];
 const VAPID_PUBLIC = 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM';
 
-function channels(kinds: readonly WakeKind[]): WakeChannels {
+function channels(kinds: readonly WakeKind[]): WakeSettings {
   return { configured: new Set(kinds), ...(kinds.includes('webpush') ? { webpush: { publicKey: VAPID_PUBLIC, privateKey: null as never, subject: 'mailto:ops@example.test' } } : {}) };
 }
 
