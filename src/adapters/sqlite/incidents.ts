@@ -39,6 +39,9 @@ interface Stored {
   readonly assignments: readonly Assignment[];
 }
 
+/** the kinds of wake target a device (`d`) holds, comma-separated, or null */
+const WAKE_KINDS = `(SELECT group_concat(DISTINCT w.kind) FROM wake_targets w WHERE w.device_id = d.id) AS kinds`;
+
 export class IncidentRows {
   private readonly sqlite: Database.Database;
   private readonly st;
@@ -88,13 +91,15 @@ export class IncidentRows {
         `UPDATE events SET state = 'SUPERSEDED'
            WHERE incident_id = ? AND device_id = ? AND type = 'incidentAssigned' AND state = 'PENDING' AND attempts = 0`,
       ),
-      matchAll: p(`SELECT id FROM devices WHERE name_key = ? AND disabled = 0 ORDER BY id`).pluck(),
+      // with each device, the kinds of wake target it holds (the wake ladder: domain/wake.ts), comma-separated or null:
+      // in the match itself, not a statement of its own (3.8 µs per create, 2026-11-29)
+      matchAll: p(`SELECT d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ? AND d.disabled = 0 ORDER BY d.id`),
       matchReachable: p(
-        `SELECT d.id FROM devices d WHERE d.name_key = ? AND d.disabled = 0 AND EXISTS (
+        `SELECT d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ? AND d.disabled = 0 AND EXISTS (
            SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
              AND (ud.user_id = ? OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)))
          ORDER BY d.id`,
-      ).pluck(),
+      ),
       reaches: p(
         `SELECT 1 FROM user_incidents WHERE incident_id = ? AND (user_id = ? OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = ?)) LIMIT 1`,
       ).pluck(),
@@ -103,8 +108,6 @@ export class IncidentRows {
         `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times) VALUES (@incident, @device, @callsign, 'CANCELLED', json_object('CANCELLED', @now))
          ON CONFLICT (incident_id, device_id) DO UPDATE SET status = 'CANCELLED', times = json_set(times, '$.CANCELLED', @now)`,
       ),
-      // the kinds of wake target each of the devices (a JSON array of ids) holds (the wake ladder: domain/wake.ts)
-      wakeKinds: p(`SELECT DISTINCT device_id AS deviceId, kind FROM wake_targets WHERE device_id IN (SELECT value FROM json_each(?))`),
       insertWakeStep: p(`INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
       // a new assignment starts at NONE (after an earlier one of the device was stood down)
       restart: p(`DELETE FROM assignment_responses WHERE incident_id = ? AND device_id = ?`),
@@ -234,27 +237,20 @@ export class IncidentRows {
   /** the enabled devices each of the callsigns matches for the caller (a query per distinct key) */
   private matchContext(caller: Caller, callsigns: readonly string[] | null | undefined): MatchContext {
     const matches = new Map<string, readonly number[]>();
+    const wakeKinds = new Map<number, ReadonlySet<WakeKind>>();
     for (const c of callsigns ?? []) {
       const key = callsignKey(c);
       if (matches.has(key)) continue;
-      const ids = (caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as number[];
+      const rows = (caller.administrator ? this.st.matchAll.all(key) : this.st.matchReachable.all(key, caller.id, caller.id)) as { id: number; kinds: string | null }[];
+      if (rows.length === 0) continue;
+      const ids: number[] = [];
+      for (const r of rows) {
+        ids.push(r.id);
+        if (r.kinds !== null) wakeKinds.set(r.id, new Set(r.kinds.split(',') as WakeKind[]));
+      }
       matches.set(key, ids);
     }
-    for (const [key, ids] of matches) if (ids.length === 0) matches.delete(key);
-    return { matches, online: this.presence.online, wakeKinds: this.wakeKinds(matches) };
-  }
-
-  /** the kinds of wake target each matched device holds */
-  private wakeKinds(matches: ReadonlyMap<string, readonly number[]>): Map<number, Set<WakeKind>> {
-    const out = new Map<number, Set<WakeKind>>();
-    if (matches.size === 0) return out;
-    const ids = [...new Set([...matches.values()].flat())];
-    for (const r of this.st.wakeKinds.all(JSON.stringify(ids)) as { deviceId: number; kind: WakeKind }[]) {
-      let kinds = out.get(r.deviceId);
-      if (!kinds) out.set(r.deviceId, (kinds = new Set()));
-      kinds.add(r.kind);
-    }
-    return out;
+    return { matches, online: this.presence.online, wakeKinds };
   }
 
   /** the incident holding `originId`, when it is not `stored` (a write that would move it there) */
