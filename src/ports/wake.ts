@@ -7,39 +7,9 @@
 // decided once for every channel. An adapter never logs, returns or stores a provider secret:
 // its `detail` is what the provider said, stripped of credentials, at most 200 characters.
 
-/** a channel: what a device's wake target is for */
-export type WakeKind = 'webpush' | 'fcm' | 'apns' | 'sms' | 'voice';
+import type { WakeKind, WakeMessage, WakeTarget, WebPushSubscription } from '../domain/wake.js';
 
-/** a browser's PushSubscription, as its toJSON() gives it (RFC 8030, RFC 8291 keys) */
-export interface WebPushSubscription {
-  endpoint: string;
-  keys: { p256dh: string; auth: string };
-}
-
-/** where a channel reaches one device (one row of the device's wake targets) */
-export type WakeTarget =
-  | { kind: 'webpush'; subscription: WebPushSubscription }
-  | { kind: 'fcm'; token: string }
-  /** critical: the app asked for critical alerts (they sound through do-not-disturb), for priority 1 */
-  | { kind: 'apns'; token: string; critical: boolean }
-  /** phone: E.164 */
-  | { kind: 'sms'; phone: string }
-  | { kind: 'voice'; phone: string };
-
-/** what a wake-up says: it names the incident (DESIGN section 14, payloads) */
-export interface WakeMessage {
-  incidentId: number;
-  originId: string;
-  /** the incident's type (FIRE, …) */
-  type: string;
-  /** 1 is the most urgent */
-  priority: number;
-  /** the push this wake-up is for (the device acks it by this id) */
-  pushId: number;
-  deviceId: number;
-  /** the push's remaining lifetime, whole seconds (Web Push TTL; APNs expiration) */
-  ttlSeconds: number;
-}
+export type { WakeKind, WakeMessage, WakeTarget, WebPushSubscription };
 
 /**
  * How one attempt went:

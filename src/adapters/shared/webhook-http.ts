@@ -36,10 +36,11 @@ export const LOOKUPS_BUSY = 'too many host-name lookups were under way';
 /** an attempt's error for every other failure without an HTTP answer */
 export const noAnswer = (timeoutMs: number) => `no HTTP answer (the connection failed, or there was no answer within ${timeoutMs} ms)`;
 
-/** the lookup gave nothing to connect to */
-class HostRefused extends Error {}
+/** the lookup gave nothing to connect to (exported for the Web Push wake channel's guard, issue 39) */
+export class HostRefused extends Error {}
 
-function guardedLookup(names: NameLookup, allowPrivate: boolean): LookupFunction {
+/** a socket's `lookup` that connects only to public addresses unless allowPrivate (also the Web Push wake channel's, issue 39) */
+export function guardedLookup(names: NameLookup, allowPrivate: boolean): LookupFunction {
   return ((hostname: string, options: { all?: boolean; family?: number }, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
     names.resolve(hostname).then(
       (found) => {

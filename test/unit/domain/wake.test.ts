@@ -1,0 +1,94 @@
+// The wake ladder's rules (domain/wake.ts, DESIGN section 14): the steps a push gets and when,
+// when a step stops, how tries are spaced, which targets are taken, what the messages say.
+import t from 'tap';
+import {
+  checkWakeTarget,
+  DEFAULT_LADDER,
+  ladderOf,
+  nextTryInMs,
+  smsReplyStatus,
+  smsText,
+  stepOf,
+  stepStops,
+  voiceText,
+  WAKE_RETRY_AFTER_MAX_MS,
+  WAKE_TRIES_MAX,
+  type StepFacts,
+  type WakeKind,
+  type WakeMessage,
+} from '../../../src/domain/wake.js';
+
+const AT = '2026-11-29T04:00:00.000Z';
+const kinds = (...k: WakeKind[]) => new Set<WakeKind>(k);
+
+t.test('when a push is written for a device with targets of every kind, then wake, sms and voice fall due at their delays after it', async (t) => {
+  t.same(ladderOf(AT, kinds('webpush', 'sms', 'voice'), DEFAULT_LADDER), [
+    { step: 'wake', dueAt: '2026-11-29T04:00:05.000Z' },
+    { step: 'sms', dueAt: '2026-11-29T04:01:00.000Z' },
+    { step: 'voice', dueAt: '2026-11-29T04:02:00.000Z' },
+  ]);
+});
+
+t.test('when a step is off (0) or the device has no target of its kinds, then it is not planned', async (t) => {
+  t.same(ladderOf(AT, kinds('fcm', 'apns'), DEFAULT_LADDER).map((s) => s.step), ['wake'], 'fcm and apns are wake-ups');
+  t.same(ladderOf(AT, kinds('webpush', 'sms'), { wake: 0, sms: 30, voice: 90 }).map((s) => s.step), ['sms'], 'wake off; no voice target');
+  t.same(ladderOf(AT, kinds(), DEFAULT_LADDER), [], 'no targets: the socket alone');
+  t.equal(stepOf('apns'), 'wake');
+  t.equal(stepOf('sms'), 'sms');
+  t.equal(stepOf('voice'), 'voice');
+});
+
+t.test('when a step falls due, then it stops at the ack, at an answer, when the assignment ended, and at the TTL, in that order', async (t) => {
+  const due: StepFacts = { pushState: 'PENDING', answered: false, assigned: true, expiresAt: '2026-11-30T04:00:00.000Z', now: '2026-11-29T04:00:05.000Z' };
+  t.equal(stepStops(due), null, 'unacknowledged, unanswered, assigned, alive: send');
+  t.equal(stepStops({ ...due, pushState: 'DELIVERED', answered: true }), 'acknowledged');
+  t.equal(stepStops({ ...due, answered: true, assigned: false }), 'answered');
+  t.equal(stepStops({ ...due, assigned: false }), 'stood-down');
+  t.equal(stepStops({ ...due, pushState: 'SUPERSEDED' }), 'stood-down', 'an assignment replaced before it was sent');
+  t.equal(stepStops({ ...due, pushState: 'EXPIRED' }), 'expired');
+  t.equal(stepStops({ ...due, now: due.expiresAt }), 'expired', 'at the TTL itself');
+});
+
+t.test('when a provider fails for now, then the step tries again after 1 s and 4 s, or after its Retry-After up to 30 s, and at most 3 times', async (t) => {
+  t.equal(nextTryInMs(1), 1000);
+  t.equal(nextTryInMs(2), 4000);
+  t.equal(nextTryInMs(WAKE_TRIES_MAX), null, 'the third try was the last');
+  t.equal(nextTryInMs(1, 2500), 2500, 'Retry-After honoured');
+  t.equal(nextTryInMs(1, WAKE_RETRY_AFTER_MAX_MS + 1), null, 'a longer wait than the step allows ends its tries');
+});
+
+t.test('when a target is registered, then its channel must be configured and its form right', async (t) => {
+  const all = kinds('webpush', 'fcm', 'apns', 'sms', 'voice');
+  t.same(checkWakeTarget({ kind: 'sms', phone: '+447700900123' }, kinds('voice'), false), { ok: false, code: 'channel-not-configured', kind: 'sms' });
+  t.same(checkWakeTarget({ kind: 'sms', phone: '+447700900123' }, all, false), { ok: true, target: { kind: 'sms', phone: '+447700900123' } });
+  for (const phone of ['447700900123', '+0447700900', '+1234567', '+1234567890123456', '+44 7700 900123']) {
+    t.match(checkWakeTarget({ kind: 'voice', phone }, all, false), { ok: false, code: 'invalid', path: '/phone' }, `${phone} is not E.164`);
+  }
+  t.same(checkWakeTarget({ kind: 'fcm', token: 'dQw4w9WgXcQ:APA91bH-abc_def.ghi' }, all, false), { ok: true, target: { kind: 'fcm', token: 'dQw4w9WgXcQ:APA91bH-abc_def.ghi' } });
+  t.match(checkWakeTarget({ kind: 'fcm', token: 'short' }, all, false), { ok: false, path: '/token' });
+  const hex = 'AB'.repeat(32);
+  t.same(checkWakeTarget({ kind: 'apns', token: hex, critical: true }, all, false), { ok: true, target: { kind: 'apns', token: hex.toLowerCase(), critical: true } });
+  t.match(checkWakeTarget({ kind: 'apns', token: 'xyz'.repeat(30), critical: false }, all, false), { ok: false, path: '/token' });
+});
+
+t.test('when a Web Push subscription is registered, then its endpoint is https, carries no credentials, names no private address unless allowed, and its keys are base64url', async (t) => {
+  const all = kinds('webpush');
+  const sub = (endpoint: string, p256dh = 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth = 'tBHItJI5svbpez7KI4CCXg') =>
+    ({ kind: 'webpush' as const, subscription: { endpoint, keys: { p256dh, auth } } });
+  t.match(checkWakeTarget(sub('https://push.example.net/send/abc'), all, false), { ok: true, target: { subscription: { endpoint: 'https://push.example.net/send/abc' } } });
+  t.match(checkWakeTarget(sub('not a url'), all, false), { ok: false, path: '/subscription/endpoint', reason: 'is not an absolute URL' });
+  t.match(checkWakeTarget(sub('http://push.example.net/x'), all, false), { ok: false, reason: 'must be an https URL' });
+  t.match(checkWakeTarget(sub('https://u:p@push.example.net/x'), all, false), { ok: false, reason: 'must not carry credentials' });
+  t.match(checkWakeTarget(sub('https://127.0.0.1:8443/x'), all, false), { ok: false, reason: 'names an address that is not public' });
+  t.match(checkWakeTarget(sub('https://127.0.0.1:8443/x'), all, true), { ok: true }, 'WAKE_ALLOW_PRIVATE');
+  t.match(checkWakeTarget(sub('https://push.example.net/x', 'not base64!'), all, false), { ok: false, path: '/subscription/keys' });
+});
+
+t.test('when a wake-up is worded, then the SMS names the incident and how to answer, and a reply of 1 or 2 is an answer', async (t) => {
+  const m: WakeMessage = { incidentId: 7, originId: 'CAD-7', type: 'FIRE', priority: 1, pushId: 3, deviceId: 2, ttlSeconds: 60 };
+  t.match(smsText(m), /FIRE CAD-7.*1 = responding, 2 = not available/);
+  t.match(voiceText(m), /FIRE, incident CAD-7/);
+  t.equal(smsReplyStatus(' 1 '), 'RESPONDING');
+  t.equal(smsReplyStatus('2'), 'NOT_AVAILABLE');
+  t.equal(smsReplyStatus('yes'), null);
+});
