@@ -532,6 +532,114 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/devices/{id}/wake-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * List the device's wake targets
+         * @description Where the service wakes this device when a push goes unacknowledged, then escalates
+         *     (Web Push, FCM, APNs, SMS, voice call), in `id` order, each as registered.
+         *
+         *     Who may: the device itself (its **device token**, `POST /devices/{id}/token`), or a
+         *     user who reaches the device (a user linked to it, that user's manager, an
+         *     administrator), readonly users included: reading changes nothing. A device token of
+         *     another device, or a user who does not reach the device, gets **404**, as for a device
+         *     that does not exist (as for an incident without permission): the answer never tells
+         *     that a device exists.
+         */
+        get: operations["listWakeTargets"];
+        put?: never;
+        /**
+         * Register a wake target of the device
+         * @description One target: `webpush` (the browser's `PushSubscription.toJSON()`; its `expirationTime`
+         *     is accepted and ignored; subscribe with `GET /wake/vapid-public-key`), `fcm` (an FCM
+         *     registration token), `apns` (an APNs device token, hexadecimal; `critical: true` when
+         *     the app holds Apple's critical-alert entitlement: priority 1 then sounds through
+         *     do-not-disturb), `sms` or `voice` (an E.164 phone number). Answered **201** with the
+         *     target as stored (an APNs token in lower case, an endpoint as a normalised URL) and its
+         *     `id`. The same target registered twice is stored twice (delete the older one).
+         *
+         *     Who may: as for listing, but a readonly user is **403** `readonly-user`.
+         *
+         *     Refusals, in this order: **400** `invalid-request` for a target not of its kind's form
+         *     (a phone not E.164, a token not of its platform's form, an endpoint not `https`, or
+         *     naming an address that is not public unless the service runs with
+         *     `WAKE_ALLOW_PRIVATE=true`; a host name is checked again when the service connects),
+         *     with the field in `errors[].path`; **422** `channel-not-configured` for a kind whose
+         *     channel this service has no settings for (the operator's: register another kind);
+         *     **404**; **403** `readonly-user`; **403** `forbidden` when the device already holds 10
+         *     targets, as the other per-owner limits are answered (webhooks per user, `deviceLimit`):
+         *     nothing was stored, delete one first. The limit holds however many registrations run
+         *     at once, on any node.
+         *
+         *     The tokens, subscriptions and phone numbers are the device's own addresses, not the
+         *     service's secrets: they are served back to whoever may list them, and never written to
+         *     the service's log.
+         */
+        post: operations["createWakeTarget"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/devices/{id}/wake-targets/{targetId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+                /** @description The wake target's `id`. */
+                targetId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a wake target of the device
+         * @description Who may: as for registering (a readonly user is 403). A target that is not the
+         *     device's is 404. A device's targets are removed with the device.
+         */
+        delete: operations["deleteWakeTarget"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/wake/vapid-public-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The VAPID public key browsers subscribe with
+         * @description The `applicationServerKey` a browser passes to `PushManager.subscribe()` (RFC 8292),
+         *     base64url. Public: it is a public key, and a page may need it before it holds any
+         *     credential. **404** `not-found` when Web Push is not configured: the key is a resource
+         *     this service does not have, and a GET has no content that could be unprocessable (a
+         *     `webpush` registration is then 422 `channel-not-configured`).
+         */
+        get: operations["getVapidPublicKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/permissions": {
         parameters: {
             query?: never;
@@ -1307,6 +1415,147 @@ export interface components {
                 [key: string]: unknown;
             };
         };
+        /** @description A browser's `PushSubscription.toJSON()` (RFC 8030, keys of RFC 8291). */
+        WebPushSubscription: {
+            /** @description The push service URL: https, on a public address. */
+            endpoint: string;
+            keys: {
+                /** @description base64url */
+                p256dh: string;
+                /** @description base64url */
+                auth: string;
+            };
+            /** @description Accepted on registration and ignored; never served back. */
+            expirationTime?: number | null;
+        };
+        WakeTargetWebPush: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "webpush";
+            subscription: components["schemas"]["WebPushSubscription"];
+        };
+        WakeTargetFcm: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "fcm";
+            /** @description An FCM registration token. */
+            token: string;
+        };
+        WakeTargetApns: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "apns";
+            /** @description An APNs device token, hexadecimal (stored in lower case). */
+            token: string;
+            /** @description `false` when omitted (always present when served). The app holds the critical-alert entitlement: priority 1 sounds through do-not-disturb. */
+            critical?: boolean;
+        };
+        WakeTargetSms: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "sms";
+            /** @description E.164: + and 8 to 15 digits. */
+            phone: string;
+        };
+        WakeTargetVoice: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "voice";
+            /** @description E.164: + and 8 to 15 digits. */
+            phone: string;
+        };
+        StoredWakeTargetWebPush: {
+            id: components["schemas"]["Id"];
+            deviceId: components["schemas"]["Id"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "webpush";
+            subscription: components["schemas"]["StoredWebPushSubscription"];
+        };
+        StoredWakeTargetFcm: {
+            id: components["schemas"]["Id"];
+            deviceId: components["schemas"]["Id"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "fcm";
+            /** @description An FCM registration token. */
+            token: string;
+        };
+        StoredWakeTargetApns: {
+            id: components["schemas"]["Id"];
+            deviceId: components["schemas"]["Id"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "apns";
+            /** @description An APNs device token, hexadecimal (stored in lower case). */
+            token: string;
+            /** @description `false` when omitted (always present when served). The app holds the critical-alert entitlement: priority 1 sounds through do-not-disturb. */
+            critical: boolean;
+        };
+        StoredWakeTargetSms: {
+            id: components["schemas"]["Id"];
+            deviceId: components["schemas"]["Id"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "sms";
+            /** @description E.164: + and 8 to 15 digits. */
+            phone: string;
+        };
+        StoredWakeTargetVoice: {
+            id: components["schemas"]["Id"];
+            deviceId: components["schemas"]["Id"];
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "voice";
+            /** @description E.164: + and 8 to 15 digits. */
+            phone: string;
+        };
+        /** @description A subscription as stored (its `expirationTime` is not kept). */
+        StoredWebPushSubscription: {
+            endpoint: string;
+            keys: {
+                p256dh: string;
+                auth: string;
+            };
+        };
+        /** @description Body of `POST /devices/{id}/wake-targets`: one target, its `kind` telling which. */
+        WakeTargetCreate: components["schemas"]["WakeTargetWebPush"] | components["schemas"]["WakeTargetFcm"] | components["schemas"]["WakeTargetApns"] | components["schemas"]["WakeTargetSms"] | components["schemas"]["WakeTargetVoice"];
+        /** @description A wake target as stored (as registered, checked), with its `id`, its device and when it was registered. */
+        WakeTarget: components["schemas"]["StoredWakeTargetWebPush"] | components["schemas"]["StoredWakeTargetFcm"] | components["schemas"]["StoredWakeTargetApns"] | components["schemas"]["StoredWakeTargetSms"] | components["schemas"]["StoredWakeTargetVoice"];
+        VapidPublicKey: {
+            /** @description The VAPID public key, base64url (an uncompressed P-256 point). */
+            publicKey: string;
+        };
         /** @description Exactly one link of a user to a device, a managed user or an incident. */
         Permission: {
             userId: components["schemas"]["Id"];
@@ -1357,7 +1606,7 @@ export interface components {
              *     create-incidents-not-granted, not-found,
              *     origin-id-taken, incident-closed, email-taken, unique-id-taken,
              *     last-administrator, idempotency-key-in-use, precondition-failed,
-             *     idempotency-key-reused, idempotency-keys-exhausted, payload-too-large,
+             *     idempotency-key-reused, idempotency-keys-exhausted, channel-not-configured, payload-too-large,
              *     unsupported-media-type, too-many-requests, busy, too-many-connections,
              *     storage-unavailable, internal-error.
              */
@@ -1539,6 +1788,20 @@ export interface components {
          *     path, `If-Match` or body) within its retention. Nothing was written; send a new key.
          */
         UnprocessableContent: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description `channel-not-configured`: this service has no settings for the channel of that kind of
+         *     wake target (an operator configures Web Push, FCM, APNs, and SMS and voice through a
+         *     Twilio-compatible API: README, "Waking responders"). Nothing was stored; register
+         *     another kind.
+         */
+        ChannelNotConfigured: {
             headers: {
                 [name: string]: unknown;
             };
@@ -2647,6 +2910,125 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWakeTargets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The device's wake targets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WakeTarget"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWakeTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WakeTargetCreate"];
+            };
+        };
+        responses: {
+            /** @description Registered. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WakeTarget"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ChannelNotConfigured"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWakeTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The database identifier, in decimal digits. */
+                id: components["parameters"]["PathId"];
+                /** @description The wake target's `id`. */
+                targetId: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getVapidPublicKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VapidPublicKey"];
+                };
+            };
+            404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

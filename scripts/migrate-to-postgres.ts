@@ -67,6 +67,8 @@ const TABLES: PgTable[] = [
   pgSchema.webhooks,
   pgSchema.webhookDeliveries,
   pgSchema.webhookAttempts,
+  pgSchema.wakeTargets,
+  pgSchema.wakeSteps,
 ];
 /** copied, but rows the migrations may write themselves: not counted when the target is checked empty */
 const NOT_DATA = new Set(['push_expiry']);

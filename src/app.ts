@@ -15,6 +15,7 @@ import { ResponseService } from './services/responses.js';
 import { SessionService } from './services/sessions.js';
 import { UserService } from './services/users.js';
 import { WebhookService } from './services/webhooks.js';
+import { WakeTargetService } from './services/wake-targets.js';
 import type { WebhookTransport } from './ports/webhooks.js';
 import type { RetentionOptions } from './services/retention.js';
 import type { SenderOptions } from './services/webhook-sender.js';
@@ -36,6 +37,8 @@ import { registerPages } from './http/pages.js';
 import { registerOperations } from './http/operations.js';
 import { loadSpec } from './http/spec.js';
 import { buildHandlers } from './http/handlers/index.js';
+import type { WakeChannels } from './ports/wake.js';
+import type { WakeSenderOptions } from './services/wake-sender.js';
 
 export { loggerOptions } from './http/server.js';
 
@@ -61,6 +64,10 @@ export interface AppDeps {
   webhookTransport: WebhookTransport;
   /** the webhook sender's settings, or false: this app sends none (its deliveries wait in the database) */
   webhookSender?: Partial<SenderOptions> | false;
+  /** the wake channels (main.ts: adapters/wake/channels.ts from the config); none: no wake sender, the steps wait */
+  wakeChannels?: WakeChannels;
+  /** the wake sender's settings over the config's (tests: a short poll) */
+  wakeSender?: Partial<WakeSenderOptions>;
 }
 
 export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; jobs: AppJobs }> {
@@ -91,7 +98,9 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
   metrics.gauge('pushesPending', () => storage.outbox.countPending());
   hub.listen(bus);
   // ---- end of the device hub ----
-  const incidents = new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics, config.idempotencyKeysMax);
+  // the wake ladder's delays (WAKE_AFTER_S, ESCALATE_*_AFTER_S): each assignment of a device holding wake targets gets its steps
+  const ladder = { wake: config.wakeAfterS, sms: config.escalateSmsAfterS, voice: config.escalateVoiceAfterS };
+  const incidents = new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics, config.idempotencyKeysMax, ladder);
   const jobs = buildJobs({ ...deps, storage, incidents, clock, metrics, log: app.log });
   const spec = loadSpec();
   const operations = new OperationsService(metrics, config.metricsToken);
@@ -107,6 +116,7 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
     operations,
     webhooks: new WebhookService(storage.webhooks, deps.webhookTransport, clock, { allowPrivate: config.webhookAllowPrivate }),
     webhookSender: jobs.each.webhookSender,
+    wakeTargets: new WakeTargetService(storage.wakeTargets, identity, access, clock, { configured: config.wake.configured, allowPrivate: config.wakeAllowPrivate, vapidPublicKey: config.wake.webpush?.publicKey ?? null }),
     presence,
     storage,
     log: app.log,

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from './domain/idempotency.js';
 import type { Synchronous } from './ports/storage.js';
+import { WakeConfigError, wakeSettings, type WakeSettings } from './config-wake.js';
 // Configuration comes only from the environment (DESIGN section 8), validated once at start.
 
 export interface Config {
@@ -50,6 +51,14 @@ export interface Config {
   webhookAllowPrivate: boolean;
   /** the delays before webhook retry 1, 2, … in seconds; null: the Standard Webhooks schedule */
   webhookRetryScheduleS: number[] | null;
+  /** the wake ladder's delays after an unacknowledged push, s (DESIGN section 14); 0 turns a step off */
+  wakeAfterS: number;
+  escalateSmsAfterS: number;
+  escalateVoiceAfterS: number;
+  /** Web Push endpoints may be private addresses (tests, a push service on the same network) */
+  wakeAllowPrivate: boolean;
+  /** the wake channels whose settings are all present, with those settings (secrets redacted in any log: config-wake.ts) */
+  wake: WakeSettings;
 }
 
 export class ConfigError extends Error {}
@@ -113,6 +122,15 @@ function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
   return raw;
 }
 
+function wake(env: NodeJS.ProcessEnv): WakeSettings {
+  try {
+    return wakeSettings(env);
+  } catch (err) {
+    if (err instanceof WakeConfigError) throw new ConfigError(err.message);
+    throw err;
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const cookie = env.COOKIE_SECURE?.toLowerCase();
   return {
@@ -145,5 +163,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     idempotencyKeysMax: int(env, 'IDEMPOTENCY_KEYS_MAX', DEFAULT_IDEMPOTENCY_KEYS_MAX, 1, 1_000_000_000),
     webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryScheduleS: schedule(env, 'WEBHOOK_RETRY_SCHEDULE_S'),
+    wakeAfterS: int(env, 'WAKE_AFTER_S', 5, 0, 86400),
+    escalateSmsAfterS: int(env, 'ESCALATE_SMS_AFTER_S', 60, 0, 86400),
+    escalateVoiceAfterS: int(env, 'ESCALATE_VOICE_AFTER_S', 120, 0, 86400),
+    wakeAllowPrivate: bool(env, 'WAKE_ALLOW_PRIVATE', false),
+    wake: wake(env),
   };
 }

@@ -14,12 +14,14 @@ import type { IncidentService } from './services/incidents.js';
 import { BackgroundJobs } from './services/jobs.js';
 import { DEFAULT_RETENTION, RetentionSweeper, type RetentionOptions } from './services/retention.js';
 import { WebhookSender, type SenderOptions } from './services/webhook-sender.js';
+import { WakeSender, type WakeSenderOptions } from './services/wake-sender.js';
+import type { WakeChannels } from './ports/wake.js';
 
-export type AppJobs = BackgroundJobs<{ idempotencyKeys: IdempotencyKeySweeper; webhookSender: WebhookSender | null; retention: RetentionSweeper }>;
+export type AppJobs = BackgroundJobs<{ idempotencyKeys: IdempotencyKeySweeper; webhookSender: WebhookSender | null; retention: RetentionSweeper; wakeSender: WakeSender | null }>;
 
 export interface JobDeps {
   config: Config;
-  storage: Pick<Storage, 'webhooks' | 'retention'>;
+  storage: Pick<Storage, 'webhooks' | 'retention' | 'wakeSteps'>;
   incidents: Pick<IncidentService, 'sweepIdempotencyKeys'>;
   bus: Bus;
   clock: Clock;
@@ -30,6 +32,10 @@ export interface JobDeps {
   webhookSender?: Partial<SenderOptions> | false | undefined;
   /** the retention sweeper's options over the config's (tests: a short interval, small batches) */
   retention?: Partial<RetentionOptions> | undefined;
+  /** the wake channels the operator configured (main.ts: adapters/wake/channels.ts); none: no wake sender */
+  wakeChannels?: WakeChannels | undefined;
+  /** the wake sender's settings over the config's (tests: a short poll) */
+  wakeSender?: Partial<WakeSenderOptions> | undefined;
 }
 
 export function buildJobs(deps: JobDeps): AppJobs {
@@ -65,6 +71,11 @@ export function buildJobs(deps: JobDeps): AppJobs {
   });
   // Idempotency-Keys past IDEMPOTENCY_TTL_H, every 10 s (services/idempotency-sweeper.ts)
   const idempotencyKeys = new IdempotencyKeySweeper(deps.incidents, log);
-  // stopped in this order, as before 2026-11-29: the key sweep, the sender, the retention sweeper
-  return new BackgroundJobs({ idempotencyKeys, webhookSender, retention });
+  // the wake ladder's steps, sent when due through the configured channels (services/wake-sender.ts)
+  const wakeSender =
+    deps.wakeChannels && Object.values(deps.wakeChannels).some((c) => c !== undefined)
+      ? new WakeSender(storage.wakeSteps, deps.wakeChannels, clock, log, { nodeId: config.nodeId, pushTtlMs: config.pushTtlS * 1000, ...deps.wakeSender }, deps.metrics)
+      : null;
+  // stopped in this order: the key sweep, the webhook sender, the retention sweeper, the wake sender
+  return new BackgroundJobs({ idempotencyKeys, webhookSender, retention, wakeSender });
 }

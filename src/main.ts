@@ -18,6 +18,7 @@ import { PgPresence } from './adapters/postgres/presence.js';
 import { prometheusMetrics } from './adapters/prometheus/metrics.js';
 import type { Metrics } from './ports/metrics.js';
 import { httpWebhookTransport } from './adapters/shared/webhook-http.js';
+import { buildWakeChannels, type BuiltChannels } from './adapters/wake/channels.js';
 
 interface Started {
   app: FastifyInstance;
@@ -30,6 +31,20 @@ interface Started {
   describe: object;
 }
 
+/** the wake channels the config names (DESIGN sections 8 and 14), their secrets revealed only to them */
+function wakeChannels(config: Config): BuiltChannels {
+  const { webpush, fcm, apns, twilio } = config.wake;
+  return buildWakeChannels({
+    webpush: webpush && { vapid: { publicKey: webpush.publicKey, privateKey: webpush.privateKey.reveal(), subject: webpush.subject }, allowPrivate: config.wakeAllowPrivate },
+    fcm: fcm && {
+      serviceAccount: { project_id: fcm.serviceAccount.projectId, client_email: fcm.serviceAccount.clientEmail, private_key: fcm.serviceAccount.privateKey.reveal(), token_uri: fcm.serviceAccount.tokenUri },
+      endpoint: fcm.endpoint,
+    },
+    apns: apns && { key: apns.key.reveal(), keyId: apns.keyId, teamId: apns.teamId, topic: apns.topic, endpoint: apns.endpoint },
+    twilio: twilio && { accountSid: twilio.accountSid, authToken: twilio.authToken.reveal(), from: twilio.from, apiBase: twilio.apiBase },
+  });
+}
+
 /** log lines before the app's logger exists */
 function earlyLog(app: () => FastifyInstance | undefined) {
   return {
@@ -38,7 +53,7 @@ function earlyLog(app: () => FastifyInstance | undefined) {
   };
 }
 
-async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
+async function onSqlite(config: Config, metrics: Metrics, wake: BuiltChannels): Promise<Started> {
   const db = openDatabase({ path: config.databasePath, synchronous: config.dbSynchronous });
   // A failed fsync leaves it unknown what the disk has (Linux may drop the pages it could not
   // write and report the next fsync as a success): stop, as PostgreSQL does, so that the
@@ -73,7 +88,7 @@ async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
   });
   // one node: the bus and presence live in this process
   const bus = new MemoryBus((err, topic) => log.error({ err, topic }, 'a bus listener failed'));
-  const composed = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics, webhookTransport: httpWebhookTransport() });
+  const composed = await buildApp({ config, storage, bus, presence: new MemoryPresence(), metrics, webhookTransport: httpWebhookTransport(), wakeChannels: wake.channels });
   app = composed.app;
   return {
     ...composed,
@@ -86,7 +101,7 @@ async function onSqlite(config: Config, metrics: Metrics): Promise<Started> {
   };
 }
 
-async function onPostgres(config: Config, url: string, metrics: Metrics): Promise<Started> {
+async function onPostgres(config: Config, url: string, metrics: Metrics, wake: BuiltChannels): Promise<Started> {
   let app: FastifyInstance | undefined;
   const log = earlyLog(() => app);
   let bus: PgBus | undefined;
@@ -114,6 +129,7 @@ async function onPostgres(config: Config, url: string, metrics: Metrics): Promis
     bus,
     presence,
     webhookTransport: httpWebhookTransport(),
+    wakeChannels: wake.channels,
   });
   app = composed.app;
   return {
@@ -140,7 +156,8 @@ async function main(): Promise<void> {
   }
   // GET /api/metrics (adapters/prometheus), with the process's own figures
   const metrics = prometheusMetrics({ processMetrics: true });
-  const started = config.databaseUrl ? await onPostgres(config, config.databaseUrl, metrics) : await onSqlite(config, metrics);
+  const wake = wakeChannels(config);
+  const started = config.databaseUrl ? await onPostgres(config, config.databaseUrl, metrics, wake) : await onSqlite(config, metrics, wake);
   const { app } = started;
   let stopping = false;
   const stop = async (signal: string) => {
@@ -159,6 +176,7 @@ async function main(): Promise<void> {
       // after a failed fsync, no checkpoint: the restart recovers from what the disk has
       if (started.failed()) process.exit(1);
       await started.release();
+      await wake.close();
       app.log.info('stopped');
       process.exit(0);
     } catch (err) {
@@ -170,7 +188,8 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   await app.listen({ port: config.port, host: config.host });
   started.jobs.start();
-  app.log.info(started.describe, 'CAD incident integration service ready');
+  // the wake channels configured, by kind (never their settings: config-wake.ts)
+  app.log.info({ ...started.describe, wakeChannels: [...config.wake.configured] }, 'CAD incident integration service ready');
 }
 
 main().catch((err: unknown) => {

@@ -28,6 +28,7 @@ import {
 } from './incident.js';
 import { assignmentChanges } from './response.js';
 import { incidentClosedPayload, type WebhookPayload } from './webhook-payloads.js';
+import { ladderOf, type LadderSettings, type WakeKind, type WakeStep } from './wake.js';
 
 // The decisions of the three incident operations, taken inside the unit of work on what it read
 // (ports/incidents.ts): the rules of who may act, in the error order, then the plan.
@@ -144,6 +145,11 @@ export interface WritePlan {
   supersede: number[];
   events: PlannedEvent[];
   /**
+   * The wake ladder's steps (domain/wake.ts) of the plan's assignments: `event` is the index of
+   * the incidentAssigned push in `events` each step belongs to (its row is written with it).
+   */
+  wakeSteps: { event: number; step: WakeStep; dueAt: string }[];
+  /**
    * Webhook payloads, each delivered to every webhook that receives it (domain/webhook.ts),
    * written before the incident's row: a deleted incident's links, which say who sees it, go
    * with it.
@@ -196,12 +202,36 @@ export function eventStates(events: readonly PlannedEvent[], replaced: ReadonlyS
   return events.map((e) => (e.type === 'incidentDeassigned' && replaced.has(e.deviceId) ? 'SUPERSEDED' : e.state));
 }
 
+const NO_KINDS: ReadonlySet<WakeKind> = new Set();
+
+/**
+ * The ladder's steps of each assignment the plan sends (PENDING: one replaced in the plan itself
+ * is never sent, so never escalated), from the wake targets its device holds; none without a ladder.
+ */
+export function wakeStepsOf(events: readonly PlannedEvent[], ctx: MatchContext, ladder: LadderSettings | null, now: string): WritePlan['wakeSteps'] {
+  if (ladder === null || !ctx.wakeKinds || ctx.wakeKinds.size === 0) return [];
+  const out: WritePlan['wakeSteps'] = [];
+  events.forEach((e, event) => {
+    if (e.type !== 'incidentAssigned' || e.state !== 'PENDING') return;
+    for (const s of ladderOf(now, ctx.wakeKinds!.get(e.deviceId) ?? NO_KINDS, ladder)) out.push({ event, step: s.step, dueAt: s.dueAt });
+  });
+  return out;
+}
+
 /** every row of a decided change (see WritePlan), on what the unit of work read */
-export function writePlan(decision: Extract<Decision, { ok: true }>, current: CurrentIncident | null, caller: Caller, now: string): WritePlan {
+export function writePlan(
+  decision: Extract<Decision, { ok: true }>,
+  current: CurrentIncident | null,
+  caller: Caller,
+  now: string,
+  ctx: MatchContext = { matches: new Map(), online: new Set() },
+  ladder: LadderSettings | null = null,
+): WritePlan {
   const { plan } = decision;
   const events = plannedEvents(plan.events);
   const supersede = [...new Set(plan.events.filter((e) => e.type === 'incidentDeassigned').map((e) => e.deviceId))];
-  const base = { assignments: plan.assignments, events, supersede, report: plan.report, now };
+  const wakeSteps = wakeStepsOf(events, ctx, ladder, now);
+  const base = { assignments: plan.assignments, events, supersede, wakeSteps, report: plan.report, now };
   if (decision.write === 'insert') {
     const draft = decision.plan.incident;
     return {
@@ -240,24 +270,24 @@ export function writePlan(decision: Extract<Decision, { ok: true }>, current: Cu
 }
 
 /** a decision as a unit of work runs it: the refusal, or the rows to write */
-function planned(decide: (current: CurrentIncident | null, ctx: MatchContext) => Decision, caller: Caller, now: string): Decide {
+function planned(decide: (current: CurrentIncident | null, ctx: MatchContext) => Decision, caller: Caller, now: string, ladder: LadderSettings | null): Decide {
   return (current, ctx) => {
     const decision = decide(current, ctx);
-    return decision.ok ? { ok: true, plan: writePlan(decision, current, caller, now) } : decision;
+    return decision.ok ? { ok: true, plan: writePlan(decision, current, caller, now, ctx, ladder) } : decision;
   };
 }
 
-/** POST /incidents, planned whole */
-export function planCreateWrite(caller: Caller, body: CreateBody, now: string): Decide {
-  return planned(decideCreate(caller, body, now), caller, now);
+/** POST /incidents, planned whole; `ladder`: the wake ladder's delays (null: no steps) */
+export function planCreateWrite(caller: Caller, body: CreateBody, now: string, ladder: LadderSettings | null = null): Decide {
+  return planned(decideCreate(caller, body, now), caller, now, ladder);
 }
 
 /** PUT /incidents/update and PUT /incidents/{id}, planned whole */
-export function planUpdateWrite(caller: Caller, body: UpdateBody, now: string, ifMatch: IfMatch | null = null): Decide {
-  return planned(decideUpdate(caller, body, now, ifMatch), caller, now);
+export function planUpdateWrite(caller: Caller, body: UpdateBody, now: string, ifMatch: IfMatch | null = null, ladder: LadderSettings | null = null): Decide {
+  return planned(decideUpdate(caller, body, now, ifMatch), caller, now, ladder);
 }
 
-/** DELETE /incidents/{id}, planned whole */
+/** DELETE /incidents/{id}, planned whole (a deletion assigns nobody: no steps) */
 export function planDeleteWrite(caller: Caller, now: string, ifMatch: IfMatch | null = null): Decide {
-  return planned(decideDelete(caller, ifMatch), caller, now);
+  return planned(decideDelete(caller, ifMatch), caller, now, null);
 }

@@ -4,6 +4,7 @@
 // status report — or a typed refusal. No I/O: the store runs them inside its transaction.
 import { callsignKey, diffCallsigns, normaliseCallsigns, type CallsignError } from './callsign.js';
 import type { ResponseStatus } from './response.js';
+import type { WakeKind } from './wake.js';
 
 export type IncidentStatus = 'OPEN' | 'CLOSED';
 
@@ -94,6 +95,8 @@ export interface MatchContext {
   matches: ReadonlyMap<string, readonly number[]>;
   /** device ids online right now */
   online: ReadonlySet<number>;
+  /** the kinds of wake target each matched device holds (none: absent); read for the wake ladder (domain/wake.ts) */
+  wakeKinds?: ReadonlyMap<number, ReadonlySet<WakeKind>>;
 }
 
 export interface Plan<T> {

@@ -17,6 +17,7 @@ export const REFUSAL_CODES = [
   'IDEMPOTENCY_KEY_IN_USE', // 409: a request with this Idempotency-Key is still being processed
   'PRECONDITION_FAILED', // 412: If-Match names no tag of the incident as stored
   'IDEMPOTENCY_KEY_REUSED', // 422: this Idempotency-Key was used with another request
+  'CHANNEL_NOT_CONFIGURED', // 422: a wake target of a kind whose channel this service has no settings for
   'BUSY', // 503: too much of this is under way (host-name lookups); retry after Retry-After
   'IDEMPOTENCY_KEYS_EXHAUSTED', // 429: the user holds as many Idempotency-Keys as are kept
 ] as const;

@@ -141,7 +141,22 @@ export const WAKE_RETRY_AFTER_MAX_MS = 30_000;
 export function nextTryInMs(tries: number, retryAfterMs?: number): number | null {
   if (tries >= WAKE_TRIES_MAX) return null;
   if (retryAfterMs !== undefined) return retryAfterMs <= WAKE_RETRY_AFTER_MAX_MS ? retryAfterMs : null;
-  return WAKE_BACKOFF_MS[tries - 1] ?? WAKE_BACKOFF_MS[WAKE_BACKOFF_MS.length - 1]!;
+  return WAKE_BACKOFF_MS[Math.min(tries, WAKE_BACKOFF_MS.length) - 1]!;
+}
+
+/**
+ * A step's outcome, as stored and shown in the responders list: each target's result as it came
+ * (`<kind>#<target id>:<result>`, space-separated), then how the step ended if not by sending.
+ */
+export function targetResult(kind: WakeKind, targetId: number, result: string): string {
+  return `${kind}#${targetId}:${result}`;
+}
+
+/** the targets a step's outcome says were reached (each tried to its end): not sent again */
+export function reachedTargets(outcome: string | null): Set<number> {
+  const out = new Set<number>();
+  for (const m of (outcome ?? '').matchAll(/#(\d+):/g)) out.add(Number(m[1]));
+  return out;
 }
 
 /** a phone number in E.164: + and 8 to 15 digits, the first not 0 */

@@ -7,7 +7,7 @@ import openapiGlue from 'fastify-openapi-glue';
 import type { Metrics } from '../ports/metrics.js';
 import type { Authenticator } from '../services/authenticator.js';
 import { checkBody, ignoreBody, limitBody } from './body-guards.js';
-import { authenticationHook, deviceAuthenticationHook, scraperOr, securityHandlers } from './security.js';
+import { authenticationHook, deviceAuthenticationHook, deviceOrUserAuthenticationHook, scraperOr, securityHandlers } from './security.js';
 import type { SocketCredentials } from '../services/socket-credentials.js';
 import { requestBodies, securityByOperation, type OpenApiDocument } from './spec.js';
 import type { OperationHandlers } from './types.js';
@@ -42,11 +42,14 @@ export async function registerOperations(app: FastifyInstance, deps: OperationDe
       const schemes = security.get(operationId) ?? [];
       const readsCredentials = schemes.length > 0 || PUBLIC_READING_CREDENTIALS.has(operationId);
       // METRICS_TOKEN is no user's credential: tried first, then the user schemes (http/security.ts)
-      const userSchemes = schemes.filter((s) => s !== 'metricsToken');
+      // a device token is no user's credential either: tried first where a device may call (http/security.ts)
+      const userSchemes = schemes.filter((s) => s !== 'metricsToken' && s !== 'deviceBearer');
       const users = authenticationHook(schemeHandlers, userSchemes);
       const authenticate = schemes.includes('deviceBearer')
-        ? deviceHook
-        : userSchemes.length < schemes.length
+        ? userSchemes.length > 0
+          ? deviceOrUserAuthenticationHook(deps.socketCredentials, users)
+          : deviceHook
+        : schemes.includes('metricsToken')
           ? scraperOr(users, deps.isScraperToken)
           : users;
       const onRequest = [body ? limitBody(body) : ignoreBody, ...(readsCredentials ? [authenticate] : [])];

@@ -67,6 +67,7 @@ export const REFUSALS: Record<RefusalCode, { status: number; kind: string; title
   IDEMPOTENCY_KEY_IN_USE: { status: 409, kind: 'idempotency-key-in-use', title: 'Conflict', headers: { 'retry-after': '1' } },
   PRECONDITION_FAILED: { status: 412, kind: 'precondition-failed', title: 'Precondition Failed' },
   IDEMPOTENCY_KEY_REUSED: { status: 422, kind: 'idempotency-key-reused', title: 'Unprocessable Content' },
+  CHANNEL_NOT_CONFIGURED: { status: 422, kind: 'channel-not-configured', title: 'Unprocessable Content' },
   BUSY: { status: 503, kind: 'busy', title: 'Service Unavailable' },
   IDEMPOTENCY_KEYS_EXHAUSTED: { status: 429, kind: 'idempotency-keys-exhausted', title: 'Too Many Requests', headers: { 'retry-after': '60' } },
 };

@@ -159,6 +159,26 @@ export function caller(req: FastifyRequest): Principal {
 }
 
 /**
+ * The onRequest hook of an operation a device or a user may call (security `deviceBearer` and user
+ * schemes: a device's wake targets): a Bearer credential that is a live token of an enabled device
+ * sets req.deviceId; anything else goes through the user schemes' hook (`users`), as on any
+ * operation (a Bearer that is neither a device's nor a user's token is 401 there).
+ */
+export function deviceOrUserAuthenticationHook(credentials: SocketCredentials, users: AuthHook): AuthHook {
+  return async function authenticateDeviceOrUser(req, reply) {
+    const m = /^\s*bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
+    const deviceId = m ? await credentials.deviceOf(m[1]!) : null;
+    if (deviceId !== null) {
+      req.principal = null;
+      req.credentialsRejected = false;
+      req.deviceId = deviceId;
+      return;
+    }
+    return users(req, reply);
+  };
+}
+
+/**
  * The onRequest hook of an operation only a device may call (security `deviceBearer`): a live
  * token of an enabled device, as the device socket's upgrade checks it (sockets.ts). A user's
  * token, Basic credentials or a session are 401: a user never answers as a device.

@@ -29,6 +29,8 @@ import type { AssignmentStatus, Responder, ResponseResult, ResponseStatus } from
 import type { UserFields } from '../services/users.js';
 import type { DeviceFields } from '../services/devices.js';
 import type { WebhookBody } from '../services/webhooks.js';
+import type { WakeTargetBody } from '../services/wake-targets.js';
+import type { WakeTargetRecord } from '../ports/wake-targets.js';
 
 type Assignable<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 type SameKeys<A, B> = Assignable<keyof A, keyof B>;
@@ -53,5 +55,8 @@ const domainIsTheSpec: [
   SameKeys<Responder['delivery'], Schemas['Responder']['delivery']>,
   SameKeys<Required<Responder['response']['times']>, Required<Schemas['Responder']['response']['times']>>,
   Same<WebhookBody, Schemas['WebhookWrite']>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+  // wake targets (DESIGN section 14): the body the service takes, and what it answers
+  Assignable<Schemas['WakeTargetCreate'], WakeTargetBody>,
+  Assignable<WakeTargetRecord, Schemas['WakeTarget']>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 void domainIsTheSpec;

@@ -43,6 +43,8 @@ function makeAjv(coerce: boolean): Ajv2020 {
     coerceTypes: coerce ? 'array' : false,
     useDefaults: true,
     removeAdditional: false,
+    // oneOf by a tag (the wake targets' `kind`): only the branch the tag names is checked, and its errors reported
+    discriminator: true,
   });
   addServiceFormats(ajv);
   return ajv;
@@ -62,6 +64,9 @@ export function boundArrays(schema: unknown): unknown {
   if (!isSchema(schema)) return schema;
   const out: Schema = {};
   for (const [k, v] of Object.entries(schema)) out[k] = k === 'enum' || k === 'const' || k === 'default' || k === 'examples' ? v : boundArrays(v);
+  // a discriminator's `mapping` (for the generated types) names what each branch's `const` says
+  // already; Ajv refuses it, and picks the branch by that const
+  if (isSchema(out.discriminator) && 'mapping' in out.discriminator) out.discriminator = { propertyName: out.discriminator.propertyName };
   if (typeof out.maxItems === 'number' && ITEM_KEYWORDS.some((k) => k in out) && !('if' in out)) {
     const then: Schema = {};
     for (const k of ITEM_KEYWORDS) {

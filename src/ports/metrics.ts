@@ -4,6 +4,11 @@
 // nothing. Labels are bounded by construction: operation ids of the spec, status codes, and the
 // fixed names below; never anything a request carries.
 
+import type { WakeKind } from '../domain/wake.js';
+
+/** how a wake-up attempt went (ports/wake.ts WakeOutcome), or that its channel is not configured */
+export type WakeAttemptOutcome = 'accepted' | 'gone' | 'retry' | 'rejected' | 'not-configured';
+
 /** a push's transition into a state (counted once per push) */
 export type PushTransition = 'pending' | 'delivered' | 'expired' | 'superseded';
 
@@ -33,6 +38,10 @@ export interface Metrics {
   /** the operations one write group (SQLite's group commit) committed together */
   writeGroup(size: number): void;
   databaseError(source: DatabaseErrorSource): void;
+  /** one wake-up attempt (DESIGN section 14), by channel and how it went (a channel not configured: `not-configured`) */
+  wakeAttempt(kind: WakeKind, outcome: WakeAttemptOutcome): void;
+  /** a wake-up accepted by its provider: the time from its step's due time */
+  wakeLatency(kind: WakeKind, seconds: number): void;
   /** registers (or replaces) the callback a gauge is read with at scrape time */
   gauge(name: GaugeName, read: () => GaugeReading | Promise<GaugeReading>): void;
   /** the current figures in the Prometheus text format */
@@ -48,6 +57,8 @@ export const noMetrics: Metrics = {
   alertLatency: ignore,
   writeGroup: ignore,
   databaseError: ignore,
+  wakeAttempt: ignore,
+  wakeLatency: ignore,
   gauge: ignore,
   exposition: async () => ({ contentType: 'text/plain; version=0.0.4; charset=utf-8', text: '' }),
 };

@@ -6,7 +6,9 @@ import type { OutboxPort } from './outbox.js';
 import type { ResponseStorePort } from './responses.js';
 import type { LoginThrottlePort, ThrottleOptions } from './login-throttle.js';
 import type { RetentionPort } from './retention.js';
+import type { WakeTargetStorePort } from './wake-targets.js';
 import type { WebhookStorePort } from './webhooks.js';
+import type { WakeStepStorePort } from './wake-steps.js';
 
 /**
  * SQLite's `PRAGMA synchronous` levels (DB_SYNCHRONOUS, docs/storage.md): declared once, here, for
@@ -29,6 +31,10 @@ export interface Storage {
   /** what the retention sweeper removes, a batch at a time (services/retention.ts) */
   readonly retention: RetentionPort;
   readonly webhooks: WebhookStorePort;
+  /** where devices are woken (DESIGN section 14) */
+  readonly wakeTargets: WakeTargetStorePort;
+  /** the wake ladder's steps, claimed by the wake sender (services/wake-sender.ts) */
+  readonly wakeSteps: WakeStepStorePort;
   /** the database answers, and writes reach the disk (a promise where asking takes a round trip: PostgreSQL) */
   health(): StorageHealth | Promise<StorageHealth>;
   /**

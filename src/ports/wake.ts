@@ -33,3 +33,6 @@ export interface WakeChannel<K extends WakeKind = WakeKind> {
    */
   send(target: Extract<WakeTarget, { kind: K }>, message: WakeMessage, signal?: AbortSignal): Promise<WakeOutcome>;
 }
+
+/** the channels the operator configured, by kind (a kind without one is not configured) */
+export type WakeChannels = { readonly [K in WakeKind]?: WakeChannel<K> };

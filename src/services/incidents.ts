@@ -24,6 +24,7 @@ import { refuse } from '../domain/refusal.js';
 import type { Access } from './access.js';
 import { fingerprint, KeysInFlight, type RequestShape } from './idempotency.js';
 import { DEFAULT_IDEMPOTENCY_KEYS_MAX } from '../domain/idempotency.js';
+import type { LadderSettings } from '../domain/wake.js';
 
 /** how many expired Idempotency-Keys one sweep step removes (one write, in a group commit on SQLite) */
 export const KEY_SWEEP_BATCH = 500;
@@ -137,18 +138,19 @@ function checked(resources: readonly string[] | null | undefined): IncidentRefus
   return r.ok ? null : { code: 'INVALID_CALLSIGN', error: r.error };
 }
 
-export function createChange(caller: Caller, rawBody: CreateBody, now: string): Change {
+/** `ladder`: the wake ladder's delays (domain/wake.ts), or null for no wake steps */
+export function createChange(caller: Caller, rawBody: CreateBody, now: string, ladder: LadderSettings | null = null): Change {
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator: { originId: body.originId }, decide: planCreateWrite(caller, body, now), options: { callsigns: body.resources ?? [], now } };
+  return { ok: true, locator: { originId: body.originId }, decide: planCreateWrite(caller, body, now, ladder), options: { callsigns: body.resources ?? [], now } };
 }
 
-export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string, ifMatch: IfMatch | null = null): Change {
+export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string, ifMatch: IfMatch | null = null, ladder: LadderSettings | null = null): Change {
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator, decide: planUpdateWrite(caller, body, now, ifMatch), options: { callsigns: body.resources ?? [], now, originId: body.originId } };
+  return { ok: true, locator, decide: planUpdateWrite(caller, body, now, ifMatch, ladder), options: { callsigns: body.resources ?? [], now, originId: body.originId } };
 }
 
 export function deleteChange(caller: Caller, id: number, now: string, ifMatch: IfMatch | null = null): Change {
@@ -168,6 +170,8 @@ export class IncidentService {
     private readonly metrics: Metrics = noMetrics,
     /** how many Idempotency-Keys one user may hold (IDEMPOTENCY_KEYS_MAX) */
     private readonly idempotencyKeysMax: number = DEFAULT_IDEMPOTENCY_KEYS_MAX,
+    /** the wake ladder's delays (WAKE_AFTER_S, ESCALATE_SMS_AFTER_S, ESCALATE_VOICE_AFTER_S); null: no wake steps */
+    private readonly ladder: LadderSettings | null = null,
   ) {}
 
   /**
@@ -242,11 +246,11 @@ export class IncidentService {
   }
 
   create(caller: Caller, body: CreateBody, request: WriteRequest = {}): Promise<IncidentResult> {
-    return this.run(createChange(caller, body, this.now()), caller, request);
+    return this.run(createChange(caller, body, this.now(), this.ladder), caller, request);
   }
 
   update(caller: Caller, locator: Locator, body: UpdateBody, request: WriteRequest = {}): Promise<IncidentResult> {
-    return this.run(updateChange(caller, locator, body, this.now(), request.ifMatch ?? null), caller, request);
+    return this.run(updateChange(caller, locator, body, this.now(), request.ifMatch ?? null, this.ladder), caller, request);
   }
 
   delete(caller: Caller, id: number, request: WriteRequest = {}): Promise<IncidentResult> {

@@ -68,7 +68,7 @@ t.test('when any protected operation is called without credentials, then 401 pro
       checked++;
     }
   }
-  t.equal(checked, 37, 'every protected operation (responses, metrics and webhooks, 2026-11-26, included)');
+  t.equal(checked, 40, 'every protected operation (responses, metrics and webhooks, 2026-11-26, and wake targets, 2026-11-29, included)');
 });
 
 t.test('when /api/docs is fetched over http under a host name, then its page and every asset it names are served, and its CSP keeps them on http', async (t) => {

@@ -43,6 +43,7 @@ import { inTransaction } from './transaction.js';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, CurrentIncident, Incident, Locator, MatchContext } from '../../domain/incident.js';
 import type { WritePlan } from '../../domain/incident-write.js';
+import type { WakeKind } from '../../domain/wake.js';
 import {
   answerOf,
   type Current,
@@ -107,8 +108,10 @@ const STORED_BY_ORIGIN_ID = `SELECT ${selectList()}, assignments, version, ${REA
 const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
-const MATCH_ALL = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
-const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
+// with each device, the kinds of wake target it holds (the wake ladder: domain/wake.ts), comma-separated or null
+const WAKE_KINDS = `(SELECT string_agg(DISTINCT w.kind, ',') FROM wake_targets w WHERE w.device_id = d.id) AS kinds`;
+const MATCH_ALL = `SELECT d.name_key AS key, d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
+const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
     SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
       AND (ud.user_id = $2 OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)))
   ORDER BY d.id`;
@@ -179,13 +182,15 @@ export class PgIncidents implements IncidentStorePort {
   /** the devices the callsigns match for the caller, by key in the order the callsigns first name it; keys with no device left out */
   private async match(c: Client, caller: Caller, callsigns: readonly string[]): Promise<MatchContext> {
     const matches = new Map<string, number[]>();
+    const wakeKinds = new Map<number, Set<WakeKind>>();
     const keys = [...new Set(callsigns.map(callsignKey))];
     if (keys.length > 0) {
       const found = caller.administrator
-        ? await rows<{ key: string; id: string }>(c, MATCH_ALL, [keys])
-        : await rows<{ key: string; id: string }>(c, MATCH_REACHABLE, [keys, caller.id]);
+        ? await rows<{ key: string; id: string; kinds: string | null }>(c, MATCH_ALL, [keys])
+        : await rows<{ key: string; id: string; kinds: string | null }>(c, MATCH_REACHABLE, [keys, caller.id]);
       const byKey = new Map<string, number[]>();
       for (const r of found) {
+        if (r.kinds !== null) wakeKinds.set(Number(r.id), new Set(r.kinds.split(',') as WakeKind[]));
         let ids = byKey.get(r.key);
         if (!ids) byKey.set(r.key, (ids = []));
         ids.push(Number(r.id));
@@ -195,7 +200,7 @@ export class PgIncidents implements IncidentStorePort {
         if (ids) matches.set(key, ids);
       }
     }
-    return { matches, online: this.presence.online };
+    return { matches, online: this.presence.online, wakeKinds };
   }
 
   /**
@@ -339,6 +344,14 @@ export class PgIncidents implements IncidentStorePort {
       }
     }
     const events = await writeEvents(c, incident, plan, read);
+    if (plan.wakeSteps.length > 0) {
+      const ofStep = plan.wakeSteps.map((w) => events[w.event]!);
+      await c.query(
+        `INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, created_at)
+           SELECT x.e, x.d, $3, x.s, x.due, $6 FROM unnest($1::int8[], $2::int8[], $4::text[], $5::text[]) AS x(e, d, s, due)`,
+        [ofStep.map((e) => e.id), ofStep.map((e) => e.deviceId), incident.id, plan.wakeSteps.map((w) => w.step), plan.wakeSteps.map((w) => w.dueAt), now],
+      );
+    }
     return { ok: true, incident, version: plan.version, report: plan.report, events };
   }
 

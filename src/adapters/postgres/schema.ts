@@ -469,3 +469,40 @@ export const webhookAttempts = pgTable(
   },
   (t) => [index('webhook_attempts_delivery').on(t.deliveryId)],
 );
+
+/** A device's wake targets, as in SQLite (DESIGN section 14). */
+export const wakeTargets = pgTable(
+  'wake_targets',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    deviceId: id('device_id').notNull().references(() => devices.id, { onDelete: 'cascade' }),
+    kind: text('kind', { enum: ['webpush', 'fcm', 'apns', 'sms', 'voice'] }).notNull(),
+    target: text('target').notNull(),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [index('wake_targets_device').on(t.deviceId)],
+);
+
+/** The wake ladder's steps, as in SQLite; nothing writes them yet (2026-11-29). */
+export const wakeSteps = pgTable(
+  'wake_steps',
+  {
+    id: id('id').primaryKey().generatedByDefaultAsIdentity(),
+    eventId: id('event_id').notNull().references(() => events.id, { onDelete: 'cascade' }),
+    deviceId: id('device_id').notNull(),
+    incidentId: id('incident_id').notNull(),
+    step: text('step', { enum: ['wake', 'sms', 'voice'] }).notNull(),
+    dueAt: text('due_at').notNull(),
+    state: text('state', { enum: ['PENDING', 'DONE', 'STOPPED'] }).notNull().default('PENDING'),
+    outcome: text('outcome'),
+    attempts: integer('attempts').notNull().default(0),
+    claimedUntil: text('claimed_until'),
+    claimedBy: text('claimed_by'),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [
+    index('wake_steps_due').on(t.state, t.dueAt),
+    index('wake_steps_device_incident').on(t.deviceId, t.incidentId),
+    index('wake_steps_event').on(t.eventId),
+  ],
+);

@@ -19,6 +19,8 @@ import { PgResponses } from './responses.js';
 import { PgLoginThrottle } from './login-throttle.js';
 import { pgRetention } from './retention.js';
 import { PgWebhooks } from './webhooks.js';
+import { PgWakeTargets } from './wake-targets.js';
+import { PgWakeSteps } from './wake-steps.js';
 
 /** how long health() trusts its last answer */
 export const HEALTH_CACHE_MS = 1_000;
@@ -95,6 +97,8 @@ export async function postgresStorage(options: PostgresStorageOptions): Promise<
       responses: new PgResponses(db),
       retention: pgRetention(db),
       webhooks: new PgWebhooks(db),
+      wakeTargets: new PgWakeTargets(db),
+      wakeSteps: new PgWakeSteps(db),
       /** the last answer if younger than HEALTH_CACHE_MS; else one `SELECT 1`, shared by the callers meanwhile */
       health() {
         if (last && Date.now() - last.at < HEALTH_CACHE_MS) return last.health;

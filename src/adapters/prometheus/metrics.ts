@@ -122,6 +122,19 @@ export function prometheusMetrics(options: PrometheusOptions = {}): Metrics {
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
+  const wakeAttempts = new Counter({
+    name: 'cad_wake_attempts_total',
+    help: 'Wake-up attempts (DESIGN section 14), by channel (webpush, fcm, apns, sms, voice) and outcome (accepted; gone: the target was removed; retry: the provider failed for now; rejected; not-configured).',
+    labelNames: ['channel', 'outcome'],
+    registers: [registry],
+  });
+  const wakeLatency = new Histogram({
+    name: 'cad_wake_latency_seconds',
+    help: "Time from a wake step's due time to its provider accepting the wake-up, by channel.",
+    labelNames: ['channel'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+    registers: [registry],
+  });
   const groups = new Histogram({
     name: 'cad_write_group_size',
     help: 'Incident writes committed together in one transaction (SQLite group commit).',
@@ -187,6 +200,8 @@ export function prometheusMetrics(options: PrometheusOptions = {}): Metrics {
     alertLatency: (seconds) => alertLatency.observe(seconds),
     writeGroup: (size) => groups.observe(size),
     databaseError: (source) => dbErrors.labels(source).inc(),
+    wakeAttempt: (kind, outcome) => wakeAttempts.labels(kind, outcome).inc(),
+    wakeLatency: (kind, seconds) => wakeLatency.labels(kind).observe(seconds),
     gauge(name, read) {
       reads.set(name, read);
     },

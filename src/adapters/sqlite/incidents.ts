@@ -8,6 +8,7 @@
 import type Database from 'better-sqlite3';
 import { callsignKey } from '../../domain/callsign.js';
 import type { Assignment, Caller, CurrentIncident, Incident, Locator, MatchContext } from '../../domain/incident.js';
+import type { WakeKind } from '../../domain/wake.js';
 import { eventStates, type WritePlan } from '../../domain/incident-write.js';
 import type { Db } from './db.js';
 import { without } from './engine/tuning.js';
@@ -102,6 +103,9 @@ export class IncidentRows {
         `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times) VALUES (@incident, @device, @callsign, 'CANCELLED', json_object('CANCELLED', @now))
          ON CONFLICT (incident_id, device_id) DO UPDATE SET status = 'CANCELLED', times = json_set(times, '$.CANCELLED', @now)`,
       ),
+      // the kinds of wake target each of the devices (a JSON array of ids) holds (the wake ladder: domain/wake.ts)
+      wakeKinds: p(`SELECT DISTINCT device_id AS deviceId, kind FROM wake_targets WHERE device_id IN (SELECT value FROM json_each(?))`),
+      insertWakeStep: p(`INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
       // a new assignment starts at NONE (after an earlier one of the device was stood down)
       restart: p(`DELETE FROM assignment_responses WHERE incident_id = ? AND device_id = ?`),
     };
@@ -237,7 +241,20 @@ export class IncidentRows {
       matches.set(key, ids);
     }
     for (const [key, ids] of matches) if (ids.length === 0) matches.delete(key);
-    return { matches, online: this.presence.online };
+    return { matches, online: this.presence.online, wakeKinds: this.wakeKinds(matches) };
+  }
+
+  /** the kinds of wake target each matched device holds */
+  private wakeKinds(matches: ReadonlyMap<string, readonly number[]>): Map<number, Set<WakeKind>> {
+    const out = new Map<number, Set<WakeKind>>();
+    if (matches.size === 0) return out;
+    const ids = [...new Set([...matches.values()].flat())];
+    for (const r of this.st.wakeKinds.all(JSON.stringify(ids)) as { deviceId: number; kind: WakeKind }[]) {
+      let kinds = out.get(r.deviceId);
+      if (!kinds) out.set(r.deviceId, (kinds = new Set()));
+      kinds.add(r.kind);
+    }
+    return out;
   }
 
   /** the incident holding `originId`, when it is not `stored` (a write that would move it there) */
@@ -337,6 +354,7 @@ export class IncidentRows {
     for (const key of plan.callsignKeys.remove) this.st.deleteCallsign.run(key, incident.id);
     for (const key of plan.callsignKeys.add) this.st.insertCallsign.run(key, incident.id);
     const events = this.writeEvents(incident, plan);
+    for (const w of plan.wakeSteps) this.st.insertWakeStep.run(events[w.event]!.id, events[w.event]!.deviceId, incident.id, w.step, w.dueAt, now);
     if (row.write === 'delete') this.st.delete.run(incident.id);
     return { ok: true, incident, version: plan.version, report: plan.report, events };
   }

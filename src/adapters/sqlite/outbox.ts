@@ -35,6 +35,7 @@ import type { OutboxPort, PushRow } from '../../ports/outbox.js';
 import type { Gate } from './gate.js';
 import { incidentDeliveryPayload, type DeliveryFacts } from '../../domain/webhook-payloads.js';
 import { webhooksWant, writeWebhookDeliveries } from './webhooks.js';
+import { relaxedTransaction } from './engine/relaxed.js';
 
 export type { PushRow };
 
@@ -158,14 +159,7 @@ export class OutboxRows {
    */
   private relaxed<T>(fn: () => T): T {
     // inside a transaction already (ack raising the floor): part of it
-    if (this.sqlite.inTransaction) return fn();
-    if (this.level <= 1) return this.sqlite.transaction(fn)();
-    this.sqlite.exec('PRAGMA synchronous = NORMAL');
-    try {
-      return this.sqlite.transaction(fn)();
-    } finally {
-      this.sqlite.exec(`PRAGMA synchronous = ${this.level}`);
-    }
+    return relaxedTransaction(this.sqlite, this.level, fn, 'deferred');
   }
 
   /** the incident.delivery webhook deliveries of the pushes just settled, in the same transaction; how many pushes */

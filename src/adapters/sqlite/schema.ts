@@ -420,3 +420,51 @@ export const webhookAttempts = sqliteTable(
   },
   (t) => [index('webhook_attempts_delivery').on(t.deliveryId)],
 );
+
+/**
+ * Where a device is woken when a push goes unacknowledged (DESIGN section 14): at most
+ * WAKE_TARGETS_MAX (domain/wake.ts) per device, counted in the transaction that inserts. `target`
+ * is the registered target as JSON ({kind, subscription | token[, critical] | phone}): the
+ * device's own addresses, served back to it, never a provider secret. Gone with their device.
+ */
+export const wakeTargets = sqliteTable(
+  'wake_targets',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    deviceId: integer('device_id').notNull().references(() => devices.id, { onDelete: 'cascade' }),
+    kind: text('kind', { enum: ['webpush', 'fcm', 'apns', 'sms', 'voice'] }).notNull(),
+    target: text('target').notNull(),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [index('wake_targets_device').on(t.deviceId)],
+);
+
+/**
+ * The wake ladder's steps (DESIGN section 14), one row per (incidentAssigned push, step), to be
+ * written in the incident's unit of work and claimed with a lease (claimed_until, claimed_by) as
+ * webhook deliveries are. Nothing writes them yet (2026-11-29: the ladder comes next). Removed
+ * with their push (retention deletes settled events: the cascade, through wake_steps_event).
+ */
+export const wakeSteps = sqliteTable(
+  'wake_steps',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    eventId: integer('event_id').notNull().references(() => events.id, { onDelete: 'cascade' }),
+    deviceId: integer('device_id').notNull(),
+    incidentId: integer('incident_id').notNull(),
+    step: text('step', { enum: ['wake', 'sms', 'voice'] }).notNull(),
+    dueAt: text('due_at').notNull(),
+    state: text('state', { enum: ['PENDING', 'DONE', 'STOPPED'] }).notNull().default('PENDING'),
+    outcome: text('outcome'),
+    attempts: integer('attempts').notNull().default(0),
+    claimedUntil: text('claimed_until'),
+    claimedBy: text('claimed_by'),
+    createdAt: text('created_at').notNull(),
+  },
+  (t) => [
+    // the sender: the due steps; the responders list and the stop rules: a device's steps of an incident
+    index('wake_steps_due').on(t.state, t.dueAt),
+    index('wake_steps_device_incident').on(t.deviceId, t.incidentId),
+    index('wake_steps_event').on(t.eventId),
+  ],
+);

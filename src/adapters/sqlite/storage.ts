@@ -16,11 +16,13 @@ import { IncidentRows } from './incidents.js';
 import { OutboxRows, SqliteOutbox } from './outbox.js';
 import { SqliteResponses } from './responses.js';
 import { SqliteWebhooks, WebhookRows } from './webhooks.js';
+import { SqliteWakeTargets, WakeTargetRows } from './wake-targets.js';
 import { sqliteRetention } from './retention.js';
 import type { Checkpointer } from './engine/checkpointer.js';
 import { GroupCommitter } from './engine/group-commit.js';
 import { walSync, type DeferredSync } from './engine/wal-sync.js';
 import { without } from './engine/tuning.js';
+import { SqliteWakeSteps, WakeStepRows } from './wake-steps.js';
 
 /** the longest a write group waits for the checkpoint pass that lets the WAL start over */
 export const WAL_RESTART_HOLD_MAX_MS = 5;
@@ -133,6 +135,8 @@ export function sqliteStorage(options: SqliteOptions): (log: FastifyBaseLogger, 
       responses: new SqliteResponses(db, writes),
       retention: sqliteRetention(db.$client, writes),
       webhooks: new SqliteWebhooks(new WebhookRows(db), gate),
+      wakeTargets: new SqliteWakeTargets(new WakeTargetRows(db), gate),
+      wakeSteps: new SqliteWakeSteps(new WakeStepRows(db), gate),
       health() {
         if (!writes.healthy()) {
           const why = writes.failure ? 'a sync to disk failed' : writes.unavailable ? 'writes fail (the disk may be full)' : 'a sync to disk has been pending too long';

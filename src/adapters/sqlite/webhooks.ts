@@ -19,6 +19,7 @@ import { webhookBody, type WebhookPayload } from '../../domain/webhook-payloads.
 import type { AttemptRecord, ClaimedDelivery, ClaimOptions, DeliveryRecord, ShareCandidate, WebhookFields, WebhookRecord, WebhookStorePort } from '../../ports/webhooks.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
+import { relaxedTransaction } from './engine/relaxed.js';
 
 // The webhooks that may receive an event of an incident: those subscribed to its type (a filter
 // only, json_each over a short array; who receives is domain/webhook.ts `receives`), in id order.
@@ -221,14 +222,7 @@ export class WebhookRows {
 
   /** a sender's write: synchronous=NORMAL (the header says why) */
   private relaxed<T>(fn: () => T): T {
-    if (this.sqlite.inTransaction) return fn();
-    if (this.level <= 1) return this.sqlite.transaction(fn).immediate();
-    this.sqlite.exec('PRAGMA synchronous = NORMAL');
-    try {
-      return this.sqlite.transaction(fn).immediate();
-    } finally {
-      this.sqlite.exec(`PRAGMA synchronous = ${this.level}`);
-    }
+    return relaxedTransaction(this.sqlite, this.level, fn);
   }
 
   create(userId: number, fields: WebhookFields, secret: string, now: string, max: number): WebhookRecord | 'LIMIT' {

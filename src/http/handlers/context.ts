@@ -13,6 +13,7 @@ import type { UserService } from '../../services/users.js';
 import type { OperationsService } from '../../services/operations.js';
 import type { WebhookService } from '../../services/webhooks.js';
 import type { WebhookSender } from '../../services/webhook-sender.js';
+import type { WakeTargetService } from '../../services/wake-targets.js';
 
 export interface Context {
   config: Config;
@@ -27,6 +28,8 @@ export interface Context {
   webhooks: WebhookService;
   /** null when this app sends no webhooks (AppDeps.webhookSender false) */
   webhookSender: WebhookSender | null;
+  /** devices' wake targets (DESIGN section 14) */
+  wakeTargets: WakeTargetService;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

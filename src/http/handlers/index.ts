@@ -12,6 +12,7 @@ import { SessionHandlers } from './session.js';
 import { UserHandlers } from './users.js';
 import { OperationsHandlers } from './operations.js';
 import { WebhookHandlers } from './webhooks.js';
+import { WakeTargetHandlers } from './wake-targets.js';
 
 export function buildHandlers(ctx: Context, login: LoginService): OperationHandlers {
   const incidents = new IncidentHandlers(ctx);
@@ -23,6 +24,7 @@ export function buildHandlers(ctx: Context, login: LoginService): OperationHandl
   const responses = new ResponseHandlers(ctx);
   const operations = new OperationsHandlers(ctx);
   const webhooks = new WebhookHandlers(ctx);
+  const wake = new WakeTargetHandlers(ctx);
   return {
     listIncidents: incidents.listIncidents,
     createIncident: incidents.createIncident,
@@ -65,5 +67,9 @@ export function buildHandlers(ctx: Context, login: LoginService): OperationHandl
     rotateWebhookSecret: webhooks.rotateWebhookSecret,
     listWebhookDeliveries: webhooks.listWebhookDeliveries,
     redeliverWebhookDelivery: webhooks.redeliverWebhookDelivery,
+    listWakeTargets: wake.listWakeTargets,
+    createWakeTarget: wake.createWakeTarget,
+    deleteWakeTarget: wake.deleteWakeTarget,
+    getVapidPublicKey: wake.getVapidPublicKey,
   };
 }

@@ -23,7 +23,7 @@ const PG_ONLY = ['device_sessions', 'login_buckets', 'login_known', 'nodes'];
 /** one-row tables whose id the writer gives (1): no identity */
 const ONE_ROW = ['push_expiry', 'reach_generation'];
 /** pg columns that may be int4: small quantities, and the one-row tables' ids; every other integer is bigint */
-const INT4 = ['users.zoom', 'users.device_limit', 'users.user_limit', 'incidents.priority', 'events.attempts', 'webhook_deliveries.attempts', 'webhook_attempts.status', 'webhook_attempts.duration_ms', 'login_buckets.failures', 'login_buckets.pending', 'push_expiry.id', 'reach_generation.id', 'idempotency_key_counts.keys', 'idempotency_key_counts.stripe', 'idempotency_keys.stripe'];
+const INT4 = ['users.zoom', 'users.device_limit', 'users.user_limit', 'incidents.priority', 'events.attempts', 'webhook_deliveries.attempts', 'webhook_attempts.status', 'webhook_attempts.duration_ms', 'login_buckets.failures', 'login_buckets.pending', 'push_expiry.id', 'reach_generation.id', 'idempotency_key_counts.keys', 'idempotency_key_counts.stripe', 'idempotency_keys.stripe', 'wake_steps.attempts'];
 
 const SAME_KIND: Record<string, string[]> = {
   SQLiteInteger: ['PgInteger', 'PgBigInt53'],

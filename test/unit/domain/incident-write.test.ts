@@ -3,6 +3,7 @@
 // was, until then, written in sqlite/incidents.ts and again in postgres/incidents.ts.
 import t from 'tap';
 import type { Caller, CurrentIncident, EventDraft, Incident, MatchContext } from '../../../src/domain/incident.js';
+import type { WakeKind } from '../../../src/domain/wake.js';
 import {
   callsignKeyChanges,
   eventStates,
@@ -10,6 +11,7 @@ import {
   planDeleteWrite,
   planUpdateWrite,
   plannedEvents,
+  wakeStepsOf,
   type WritePlan,
 } from '../../../src/domain/incident-write.js';
 
@@ -113,4 +115,24 @@ t.test('when a plan assigns a device and then stands it down, then both are SUPE
 t.test('when callsigns change, then their keys are compared as keys: a respelling moves nothing', async (t) => {
   t.same(callsignKeyChanges(['E1', 'e2'], [' e1 ', 'E2', 'E3']), { add: ['e3'], remove: [] });
   t.same(callsignKeyChanges(['E1'], []), { add: [], remove: ['e1'] });
+});
+
+t.test('when a plan assigns devices holding wake targets, then each assignment it sends gets the ladder’s steps of its device’s kinds; none without a ladder or targets', async (t) => {
+  const ladder = { wake: 5, sms: 60, voice: 0 };
+  const ctx: MatchContext = { ...match({ e1: [1], e3: [3] }), wakeKinds: new Map<number, ReadonlySet<WakeKind>>([[1, new Set<WakeKind>(['fcm', 'sms'])], [9, new Set<WakeKind>(['voice'])]]) };
+  const p = planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1', 'E3'] }, NOW, ladder)(null, ctx));
+  t.same(p.wakeSteps, [
+    { event: 0, step: 'wake', dueAt: '2026-11-29T04:00:05.000Z' },
+    { event: 0, step: 'sms', dueAt: '2026-11-29T04:01:00.000Z' },
+  ], 'device 1: wake-up and SMS (voice is off); device 3 holds no target');
+  t.same(planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1'] }, NOW)(null, ctx)).wakeSteps, [], 'no ladder: no steps');
+  t.same(planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1'] }, NOW, ladder)(null, match({ e1: [1] }))).wakeSteps, [], 'no targets read: no steps');
+  const up = planOf(planUpdateWrite(cad, { ...body, resources: ['E2', 'E1'] }, NOW, null, ladder)(current({ assignments: [assigned[1]!] , incident: { ...incident, resources: ['E2'] } }), ctx));
+  t.same(up.wakeSteps.map((s) => [up.events[s.event]!.deviceId, s.step]), [[1, 'wake'], [1, 'sms']], 'an update escalates only what it assigns');
+  t.same(planOf(planDeleteWrite(cad, NOW)(current(), ctx)).wakeSteps, [], 'a stand-down is never escalated');
+  const pair = plannedEvents([
+    { type: 'incidentAssigned', deviceId: 1, online: false, attributes: { callsign: 'E1' } },
+    { type: 'incidentDeassigned', deviceId: 1, online: false, attributes: { callsign: 'E1' } },
+  ]);
+  t.same(wakeStepsOf(pair, ctx, ladder, NOW), [], 'an assignment replaced in its own plan is never sent, so never escalated');
 });

@@ -6,6 +6,8 @@ import {
   DEFAULT_LADDER,
   ladderOf,
   nextTryInMs,
+  reachedTargets,
+  targetResult,
   smsReplyStatus,
   smsText,
   stepOf,
@@ -91,4 +93,11 @@ t.test('when a wake-up is worded, then the SMS names the incident and how to ans
   t.equal(smsReplyStatus(' 1 '), 'RESPONDING');
   t.equal(smsReplyStatus('2'), 'NOT_AVAILABLE');
   t.equal(smsReplyStatus('yes'), null);
+});
+
+t.test('when a step records its targets’ results, then the targets it names are those reached, not sent again after a takeover', async (t) => {
+  const outcome = [targetResult('webpush', 11, 'accepted'), targetResult('fcm', 12, 'failed')].join(' ');
+  t.equal(outcome, 'webpush#11:accepted fcm#12:failed');
+  t.same([...reachedTargets(outcome)], [11, 12]);
+  t.same([...reachedTargets(null)], []);
 });

@@ -1,0 +1,98 @@
+// The wake ladder's steps on PostgreSQL (ports/wake-steps.ts), as on SQLite (sqlite/wake-steps.ts):
+// the steps are written by the incident unit of work; here any node's sender claims due ones
+// (FOR UPDATE SKIP LOCKED: two nodes never claim one step, nor wait on each other), records each
+// target's result while it holds the lease, and settles the step. The facts domain/wake.ts
+// stepStops decides on are read with the claim, in one statement for all its steps.
+import type pg from 'pg';
+import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
+import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
+import type { PgDb } from './db.js';
+
+const CLAIM = `WITH due AS (
+    SELECT id FROM wake_steps WHERE state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+    ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED
+  )
+  UPDATE wake_steps s SET claimed_until = $2, claimed_by = $3 FROM due WHERE s.id = due.id
+  RETURNING s.id, s.step, s.due_at AS "dueAt", s.event_id AS "eventId", s.device_id AS "deviceId", s.incident_id AS "incidentId", s.outcome`;
+
+const FACTS = `SELECT e.id, e.state AS "pushState", e.event_time AS "writtenAt", e.push_seq AS "pushId", v.incident,
+    EXISTS (SELECT 1 FROM assignment_responses r WHERE r.incident_id = e.incident_id AND r.device_id = e.device_id AND r.status <> 'CANCELLED') AS answered,
+    NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id) AS assigned
+  FROM events e LEFT JOIN incident_versions v ON v.id = e.version_id
+  WHERE e.id = ANY($1::int8[])`;
+
+type Num = string | number;
+
+interface ClaimRow {
+  id: Num;
+  step: WakeStep;
+  dueAt: string;
+  eventId: Num;
+  deviceId: Num;
+  incidentId: Num;
+  outcome: string | null;
+}
+
+interface FactsRow {
+  id: Num;
+  pushState: ClaimedStep['facts']['pushState'];
+  writtenAt: string;
+  pushId: Num;
+  incident: string | null;
+  answered: boolean;
+  assigned: boolean;
+}
+
+export class PgWakeSteps implements WakeStepStorePort {
+  constructor(private readonly db: PgDb) {}
+
+  private get pool(): pg.Pool {
+    return this.db.$client;
+  }
+
+  async claim(o: StepClaim): Promise<ClaimedStep[]> {
+    const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, o.limit])).rows;
+    if (claimed.length === 0) return [];
+    const facts = new Map<number, FactsRow>();
+    for (const f of (await this.pool.query<FactsRow>(FACTS, [claimed.map((r) => r.eventId)])).rows) facts.set(Number(f.id), f);
+    const devices = [...new Set(claimed.map((r) => Number(r.deviceId)))];
+    const targets = new Map<number, { id: number; kind: WakeKind; target: WakeTarget }[]>();
+    const found = await this.pool.query<{ id: Num; deviceId: Num; kind: WakeKind; target: string }>(
+      `SELECT id, device_id AS "deviceId", kind, target FROM wake_targets WHERE device_id = ANY($1::int8[]) ORDER BY id`,
+      [devices],
+    );
+    for (const t of found.rows) {
+      const device = Number(t.deviceId);
+      let list = targets.get(device);
+      if (!list) targets.set(device, (list = []));
+      list.push({ id: Number(t.id), kind: t.kind, target: JSON.parse(t.target) as WakeTarget });
+    }
+    return claimed.map((r) => {
+      const f = facts.get(Number(r.eventId));
+      const row = { id: Number(r.id), step: r.step, dueAt: r.dueAt, eventId: Number(r.eventId), deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), outcome: r.outcome };
+      const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: Number(f.pushId), incident: f.incident, answered: f.answered, assigned: f.assigned } : null;
+      return claimedStep(row, o.by, push, targets.get(row.deviceId) ?? []);
+    });
+  }
+
+  async recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || $1, attempts = attempts + 1 WHERE id = $2 AND claimed_by = $3 AND state = 'PENDING'`,
+      [targetResult(kind, targetId, outcome), step.id, step.by],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean> {
+    const r = await this.pool.query(
+      `UPDATE wake_steps SET state = $1, outcome = nullif(trim(coalesce(outcome, '') || ' ' || $2), ''), claimed_until = NULL
+         WHERE id = $3 AND claimed_by = $4 AND state = 'PENDING'`,
+      [end.state, end.outcome, step.id, step.by],
+    );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async removeTarget(targetId: number): Promise<void> {
+    await this.pool.query(`DELETE FROM wake_targets WHERE id = $1`, [targetId]);
+  }
+}

@@ -1,0 +1,94 @@
+// The wake target store on PostgreSQL (ports/wake-targets.ts), the behaviour of
+// sqlite/wake-targets.ts. `add` is one transaction that locks the device's row (FOR NO KEY
+// UPDATE: two registrations for one device count one after the other, on any node; the insert's
+// own KEY SHARE lock on the device does not conflict with it), then counts, then inserts.
+// wakeKindsOf runs on the caller's client, so the incident unit of work can read it in its
+// own transaction.
+import type pg from 'pg';
+import type { WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
+import type { PgDb } from './db.js';
+import { inRange } from './ids.js';
+import { inTransaction } from './transaction.js';
+
+type Queryable = pg.Pool | pg.PoolClient;
+
+interface Row {
+  id: string | number;
+  deviceId: string | number;
+  target: string;
+  createdAt: string;
+}
+
+const COLUMNS = `id, device_id AS "deviceId", target, created_at AS "createdAt"`;
+
+function recordOf(r: Row): WakeTargetRecord {
+  return { ...(JSON.parse(r.target) as WakeTarget), id: Number(r.id), deviceId: Number(r.deviceId), createdAt: r.createdAt };
+}
+
+/** the kinds of target each of `deviceIds` holds, read on `c` (in the caller's transaction, if any) */
+export async function wakeKindsOf(c: Queryable, deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>> {
+  const out = new Map<number, Set<WakeKind>>();
+  const ids = deviceIds.filter(inRange);
+  if (ids.length === 0) return out;
+  const { rows } = await c.query<{ deviceId: string | number; kind: WakeKind }>(
+    `SELECT DISTINCT device_id AS "deviceId", kind FROM wake_targets WHERE device_id = ANY($1::int8[])`,
+    [ids],
+  );
+  for (const r of rows) {
+    const id = Number(r.deviceId);
+    const kinds = out.get(id) ?? new Set<WakeKind>();
+    kinds.add(r.kind);
+    out.set(id, kinds);
+  }
+  return out;
+}
+
+export class PgWakeTargets implements WakeTargetStorePort {
+  private readonly pool: pg.Pool;
+
+  constructor(db: PgDb) {
+    this.pool = db.$client;
+  }
+
+  async list(deviceId: number): Promise<WakeTargetRecord[]> {
+    if (!inRange(deviceId)) return [];
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM wake_targets WHERE device_id = $1 ORDER BY id`, [deviceId]);
+    return rows.map(recordOf);
+  }
+
+  async add(deviceId: number, target: WakeTarget, now: string, max: number): Promise<WakeTargetRecord | 'FULL' | undefined> {
+    if (!inRange(deviceId)) return undefined;
+    return inTransaction(
+      this.pool,
+      async (c) => {
+        const device = await c.query(`SELECT 1 FROM devices WHERE id = $1 FOR NO KEY UPDATE`, [deviceId]);
+        if (device.rowCount === 0) return undefined;
+        const { rows } = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM wake_targets WHERE device_id = $1`, [deviceId]);
+        if (rows[0]!.n >= max) return 'FULL' as const;
+        const inserted = await c.query<Row>(
+          `INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
+          [deviceId, target.kind, JSON.stringify(target), now],
+        );
+        return recordOf(inserted.rows[0]!);
+      },
+      { retries: 0, again: () => false },
+    );
+  }
+
+  async remove(deviceId: number, targetId: number): Promise<boolean> {
+    if (!inRange(deviceId) || !inRange(targetId)) return false;
+    const r = await this.pool.query(`DELETE FROM wake_targets WHERE id = $1 AND device_id = $2`, [targetId, deviceId]);
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  kindsOf(deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>> {
+    return wakeKindsOf(this.pool, deviceIds);
+  }
+
+  async removeDead(targetId: number): Promise<boolean> {
+    if (!inRange(targetId)) return false;
+    const r = await this.pool.query(`DELETE FROM wake_targets WHERE id = $1`, [targetId]);
+    return (r.rowCount ?? 0) > 0;
+  }
+}

@@ -1,0 +1,119 @@
+// The wake ladder's steps on SQLite (ports/wake-steps.ts). The steps are written by the incident
+// unit of work (incidents.ts, WritePlan.wakeSteps); here the sender claims, records and settles
+// them. Its writes are relaxed as the webhook sender's are (webhooks.ts): one transaction at
+// synchronous=NORMAL, made durable by the next group commit's fsync; losing one after a power cut
+// repeats a wake-up at most, never loses one.
+//
+// A claim reads, with each step, the facts domain/wake.ts stepStops decides on: the push's state,
+// whether the device answered the incident since (its assignment's response state: a new
+// assignment starts with none, domain/response.ts), whether a stand-down of the device followed
+// the push (events_incident), and what the wake-up says (the incident as the push carried it).
+// What the sender gets of each step is built by ports/wake-steps.ts claimedStep, for both adapters.
+import type Database from 'better-sqlite3';
+import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
+import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
+import type { Db } from './db.js';
+import type { Gate } from './gate.js';
+import { relaxedTransaction } from './engine/relaxed.js';
+
+const CLAIM = `
+  UPDATE wake_steps SET claimed_until = @until, claimed_by = @by
+  WHERE id IN (
+    SELECT id FROM wake_steps WHERE state = 'PENDING' AND due_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)
+    ORDER BY due_at LIMIT @limit)
+  RETURNING id, step, due_at AS dueAt, event_id AS eventId, device_id AS deviceId, incident_id AS incidentId, outcome`;
+
+const FACTS = `
+  SELECT e.state AS pushState, e.event_time AS writtenAt, e.push_seq AS pushId, v.incident AS incident,
+    EXISTS (SELECT 1 FROM assignment_responses r WHERE r.incident_id = e.incident_id AND r.device_id = e.device_id AND r.status <> 'CANCELLED') AS answered,
+    NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id) AS assigned
+  FROM events e LEFT JOIN incident_versions v ON v.id = e.version_id
+  WHERE e.id = ?`;
+
+interface ClaimRow {
+  id: number;
+  step: WakeStep;
+  dueAt: string;
+  eventId: number;
+  deviceId: number;
+  incidentId: number;
+  outcome: string | null;
+}
+
+interface FactsRow {
+  pushState: ClaimedStep['facts']['pushState'];
+  writtenAt: string;
+  pushId: number;
+  incident: string | null;
+  answered: number;
+  assigned: number;
+}
+
+/** the steps' queries, answering at once */
+export class WakeStepRows {
+  private readonly sqlite: Database.Database;
+  private readonly st;
+  private readonly level: number;
+
+  constructor(db: Db) {
+    this.sqlite = db.$client;
+    const p = (sql: string) => this.sqlite.prepare(sql);
+    this.st = {
+      claim: p(CLAIM),
+      facts: p(FACTS),
+      targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
+      record: p(`UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || ?, attempts = attempts + 1 WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
+      settle: p(
+        `UPDATE wake_steps SET state = ?, outcome = nullif(trim(coalesce(outcome, '') || ' ' || ?), ''), claimed_until = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`,
+      ),
+      removeTarget: p(`DELETE FROM wake_targets WHERE id = ?`),
+    };
+    this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
+  }
+
+  claim(o: StepClaim): ClaimedStep[] {
+    return relaxedTransaction(this.sqlite, this.level, () => {
+      const claimed = this.st.claim.all({ now: o.now, until: o.until, by: o.by, limit: o.limit }) as ClaimRow[];
+      return claimed.map((r) => this.withFacts(r, o.by));
+    });
+  }
+
+  private withFacts(r: ClaimRow, by: string): ClaimedStep {
+    const f = this.st.facts.get(r.eventId) as FactsRow | undefined;
+    const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: f.pushId, incident: f.incident, answered: f.answered === 1, assigned: f.assigned === 1 } : null;
+    const targets = (this.st.targets.all(r.deviceId) as { id: number; kind: WakeKind; target: string }[]).map((t) => ({ id: t.id, kind: t.kind, target: JSON.parse(t.target) as WakeTarget }));
+    return claimedStep(r, by, push, targets);
+  }
+
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']): boolean {
+    return relaxedTransaction(this.sqlite, this.level, () => this.st.record.run(targetResult(kind, targetId, outcome), step.id, step.by).changes > 0);
+  }
+
+  settle(step: { id: number; by: string }, end: StepEnd): boolean {
+    return relaxedTransaction(this.sqlite, this.level, () => this.st.settle.run(end.state, end.outcome, step.id, step.by).changes > 0);
+  }
+
+  removeTarget(targetId: number): void {
+    this.st.removeTarget.run(targetId);
+  }
+}
+
+export class SqliteWakeSteps implements WakeStepStorePort {
+  constructor(
+    readonly rows: WakeStepRows,
+    private readonly gate: Gate,
+  ) {}
+
+  claim(o: StepClaim) {
+    return this.gate.pass(() => this.rows.claim(o));
+  }
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']) {
+    return this.gate.pass(() => this.rows.recordTarget(step, targetId, outcome, kind));
+  }
+  settle(step: { id: number; by: string }, end: StepEnd) {
+    return this.gate.pass(() => this.rows.settle(step, end));
+  }
+  removeTarget(targetId: number) {
+    return this.gate.pass(() => this.rows.removeTarget(targetId));
+  }
+}

@@ -1,0 +1,105 @@
+// The wake target store on SQLite (ports/wake-targets.ts). WakeTargetRows is synchronous: `add`
+// counts and inserts in one IMMEDIATE transaction (no await inside: nothing interleaves), and the
+// incident unit of work, itself a synchronous transaction, may call kindsOf directly. The port's
+// calls wait for an open identity transaction (gate.ts), as the webhooks' do.
+import type Database from 'better-sqlite3';
+import type { WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
+import type { Db } from './db.js';
+import type { Gate } from './gate.js';
+
+interface Row {
+  id: number;
+  deviceId: number;
+  target: string;
+  createdAt: string;
+}
+
+const COLUMNS = `id, device_id AS deviceId, target, created_at AS createdAt`;
+
+function recordOf(r: Row): WakeTargetRecord {
+  return { ...(JSON.parse(r.target) as WakeTarget), id: r.id, deviceId: r.deviceId, createdAt: r.createdAt };
+}
+
+export class WakeTargetRows {
+  private readonly sqlite: Database.Database;
+  private readonly st;
+
+  constructor(db: Db) {
+    this.sqlite = db.$client;
+    const p = (sql: string) => this.sqlite.prepare(sql);
+    this.st = {
+      list: p(`SELECT ${COLUMNS} FROM wake_targets WHERE device_id = ? ORDER BY id`),
+      device: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
+      count: p(`SELECT count(*) FROM wake_targets WHERE device_id = ?`).pluck(),
+      insert: p(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, ?, ?, ?)`),
+      remove: p(`DELETE FROM wake_targets WHERE id = ? AND device_id = ?`),
+      removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
+    };
+  }
+
+  private atomically<T>(fn: () => T): T {
+    if (this.sqlite.inTransaction) return fn();
+    return this.sqlite.transaction(fn).immediate();
+  }
+
+  list(deviceId: number): WakeTargetRecord[] {
+    return (this.st.list.all(deviceId) as Row[]).map(recordOf);
+  }
+
+  add(deviceId: number, target: WakeTarget, now: string, max: number): WakeTargetRecord | 'FULL' | undefined {
+    return this.atomically(() => {
+      if (this.st.device.get(deviceId) === undefined) return undefined;
+      if ((this.st.count.get(deviceId) as number) >= max) return 'FULL' as const;
+      const id = Number(this.st.insert.run(deviceId, target.kind, JSON.stringify(target), now).lastInsertRowid);
+      return { ...target, id, deviceId, createdAt: now };
+    });
+  }
+
+  remove(deviceId: number, targetId: number): boolean {
+    return this.st.remove.run(targetId, deviceId).changes > 0;
+  }
+
+  /** synchronous: callable inside the incident unit of work */
+  kindsOf(deviceIds: readonly number[]): Map<number, Set<WakeKind>> {
+    const out = new Map<number, Set<WakeKind>>();
+    if (deviceIds.length === 0) return out;
+    const rows = this.sqlite
+      .prepare(`SELECT DISTINCT device_id AS deviceId, kind FROM wake_targets WHERE device_id IN (SELECT value FROM json_each(?))`)
+      .all(JSON.stringify(deviceIds)) as { deviceId: number; kind: WakeKind }[];
+    for (const r of rows) {
+      const kinds = out.get(r.deviceId) ?? new Set<WakeKind>();
+      kinds.add(r.kind);
+      out.set(r.deviceId, kinds);
+    }
+    return out;
+  }
+
+  removeDead(targetId: number): boolean {
+    return this.st.removeDead.run(targetId).changes > 0;
+  }
+}
+
+export class SqliteWakeTargets implements WakeTargetStorePort {
+  constructor(
+    /** the synchronous queries behind the port */
+    readonly rows: WakeTargetRows,
+    private readonly gate: Gate,
+  ) {}
+
+  list(deviceId: number) {
+    return this.gate.pass(() => this.rows.list(deviceId));
+  }
+  add(deviceId: number, target: WakeTarget, now: string, max: number) {
+    return this.gate.pass(() => this.rows.add(deviceId, target, now, max));
+  }
+  remove(deviceId: number, targetId: number) {
+    return this.gate.pass(() => this.rows.remove(deviceId, targetId));
+  }
+  kindsOf(deviceIds: readonly number[]) {
+    return this.gate.pass(() => this.rows.kindsOf(deviceIds));
+  }
+  removeDead(targetId: number) {
+    return this.gate.pass(() => this.rows.removeDead(targetId));
+  }
+}

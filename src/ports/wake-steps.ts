@@ -1,0 +1,108 @@
+// The wake ladder's steps as stored (DESIGN section 14): written in the incident's unit of work
+// with the push they escalate (WritePlan.wakeSteps), claimed by the wake sender of any node with a
+// lease, as webhook deliveries are (ports/webhooks.ts), and settled once sent or stopped.
+//
+// Claiming: `claim` hands out steps that are PENDING, due, and not held by a live lease; until
+// the lease ends no other claim (on this node or another) returns them, and `settle` and
+// `recordTarget` take effect only while the caller still holds the step. With each step come
+// what the sender needs to decide whether it still goes (domain/wake.ts stepStops: the push's
+// state, whether the device answered the incident, whether a later stand-down ended the
+// assignment, when the push was written), what the wake-up says, and the device's targets of the
+// step's kinds not yet reached by this step (a target whose result was recorded is not sent
+// again when another node takes the step over).
+import { reachedTargets, STEP_KINDS, type StepFacts, type WakeKind, type WakeMessage, type WakeStep, type WakeTarget } from '../domain/wake.js';
+
+export interface ClaimedStep {
+  id: number;
+  /** the lease's holder, as claimed */
+  by: string;
+  step: WakeStep;
+  dueAt: string;
+  eventId: number;
+  /** the push's facts as the claim read them (StepFacts without `now` and `expiresAt`) and when it was written */
+  facts: Omit<StepFacts, 'now' | 'expiresAt'> & { writtenAt: string };
+  /** the wake-up's content, but its TTL (the sender's, from writtenAt) */
+  message: Omit<WakeMessage, 'ttlSeconds'>;
+  /** the device's targets of the step's kinds this step has not reached yet */
+  targets: { id: number; target: WakeTarget }[];
+}
+
+export interface StepClaim {
+  /** UTC ISO */
+  now: string;
+  /** the lease's end */
+  until: string;
+  /** the lease's holder (this node and claim) */
+  by: string;
+  limit: number;
+}
+
+/** how a step ended: DONE (sent to every target it had), or STOPPED (the ladder stopped: domain/wake.ts StopReason) */
+export interface StepEnd {
+  state: 'DONE' | 'STOPPED';
+  /** appended to the step's outcome (after each target's result): the stop's reason, `no target`, or nothing */
+  outcome: string;
+}
+
+export interface WakeStepStorePort {
+  claim(o: StepClaim): Promise<ClaimedStep[]>;
+  /** one target's result within a held step (it is not sent again by a later claim); false: the lease was lost */
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean>;
+  /** the step ended, while held; false: the lease was lost */
+  settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
+  /** a target the provider says is dead (404, 410, UNREGISTERED) */
+  removeTarget(targetId: number): Promise<void>;
+}
+
+/** a claimed step's row, as either adapter reads it (ids as numbers) */
+export interface StepRow {
+  id: number;
+  step: WakeStep;
+  dueAt: string;
+  eventId: number;
+  deviceId: number;
+  incidentId: number;
+  /** the targets' results recorded so far (domain/wake.ts targetResult) */
+  outcome: string | null;
+}
+
+/** what the claim read of the step's push: null when the push is gone (retention: past its TTL) */
+export interface PushRow {
+  pushState: ClaimedStep['facts']['pushState'];
+  writtenAt: string;
+  pushId: number;
+  /** the incident as the push carried it (JSON), if its version is kept */
+  incident: string | null;
+  answered: boolean;
+  assigned: boolean;
+}
+
+/**
+ * The step as the sender gets it, from what an adapter read: the facts (a push that is gone
+ * stops the step as expired), the wake-up's content, and the device's targets of the step's
+ * kinds that the step has not reached yet. Written once for both adapters.
+ */
+export function claimedStep(r: StepRow, by: string, push: PushRow | null, deviceTargets: readonly { id: number; kind: WakeKind; target: WakeTarget }[]): ClaimedStep {
+  const incident = push?.incident ? (JSON.parse(push.incident) as { originId: string; type: string; priority: number }) : null;
+  const reached = reachedTargets(r.outcome);
+  const kinds = STEP_KINDS[r.step];
+  return {
+    id: r.id,
+    by,
+    step: r.step,
+    dueAt: r.dueAt,
+    eventId: r.eventId,
+    facts: push
+      ? { pushState: push.pushState, answered: push.answered, assigned: push.assigned, writtenAt: push.writtenAt }
+      : { pushState: 'EXPIRED', answered: false, assigned: false, writtenAt: r.dueAt },
+    message: {
+      incidentId: r.incidentId,
+      originId: incident?.originId ?? '',
+      type: incident?.type ?? '',
+      priority: incident?.priority ?? 0,
+      pushId: push?.pushId ?? 0,
+      deviceId: r.deviceId,
+    },
+    targets: deviceTargets.filter((t) => kinds.includes(t.kind) && !reached.has(t.id)).map((t) => ({ id: t.id, target: t.target })),
+  };
+}

@@ -1,0 +1,30 @@
+// The wake target store port (DESIGN section 14): where each device is woken when a push goes
+// unacknowledged. The rules (which targets are taken, who may register them, how many) are the
+// service's and domain/wake.ts's; the store keeps the rows, and counts a device's targets in the
+// very unit of work that inserts one, so the limit holds however many registrations run at once.
+import type { WakeKind, WakeTarget } from '../domain/wake.js';
+
+export type { WakeKind, WakeTarget };
+
+/** a stored target: the target as registered (checked), its id, its device and when */
+export type WakeTargetRecord = WakeTarget & {
+  id: number;
+  deviceId: number;
+  createdAt: string;
+};
+
+export interface WakeTargetStorePort {
+  /** the device's targets, in id order */
+  list(deviceId: number): Promise<WakeTargetRecord[]>;
+  /**
+   * The target stored for the device, unless the device holds `max` already ('FULL'), counted
+   * inside the transaction that inserts; undefined when the device does not exist (any more).
+   */
+  add(deviceId: number, target: WakeTarget, now: string, max: number): Promise<WakeTargetRecord | 'FULL' | undefined>;
+  /** whether the device had that target (and now has not) */
+  remove(deviceId: number, targetId: number): Promise<boolean>;
+  /** the kinds of target each of `deviceIds` holds (a device holding none is absent); for the ladder */
+  kindsOf(deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>>;
+  /** a target a provider said is dead (404, 410, FCM UNREGISTERED); whether it was there */
+  removeDead(targetId: number): Promise<boolean>;
+}

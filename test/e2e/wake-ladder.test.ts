@@ -1,0 +1,105 @@
+// The wake ladder end to end (DESIGN section 14, issue 39): the real app on a listening server,
+// the real channel adapters, provider stubs over HTTPS (trusted through NODE_EXTRA_CA_CERTS, as
+// production trusts a private CA: test/fixtures/wake/tls.ts). A device whose app is asleep (no
+// socket) registers a Web Push subscription and an SMS number; an incident assigns it: the
+// wake-up reaches the push service (decrypted there with the subscription's keys) no sooner than
+// WAKE_AFTER_S after the push was written and within 2 s after, then the SMS after
+// ESCALATE_SMS_AFTER_S; an answer stops the call; a device that acknowledges on its socket is
+// never woken.
+import t, { type Test } from 'tap';
+import { buildWakeChannels } from '../../src/adapters/wake/channels.js';
+import { generateVapidKeys } from '../../src/adapters/wake/webpush.js';
+import type { WakeSettings } from '../../src/config-wake.js';
+import { bearer, createDevice, createUser, basic, grant } from '../fixtures/app.js';
+import { call } from '../fixtures/access.js';
+import { connect, deviceToken, listen, until } from '../fixtures/sockets.js';
+import { requireTrustedTestCert } from '../fixtures/wake/tls.js';
+import { TwilioStub } from '../fixtures/wake/twilio-stub.js';
+import { WebPushStub } from '../fixtures/wake/webpush-stub.js';
+
+requireTrustedTestCert();
+
+const vapid = { ...generateVapidKeys(), subject: 'mailto:ops@example.test' };
+
+async function world(t: Test, ladder: { wakeAfterS: number; escalateSmsAfterS: number; escalateVoiceAfterS: number }) {
+  const push = await WebPushStub.start();
+  const twilio = await TwilioStub.start();
+  t.teardown(() => push.close());
+  t.teardown(() => twilio.close());
+  const built = buildWakeChannels({
+    webpush: { vapid, allowPrivate: true },
+    twilio: { accountSid: twilio.accountSid, authToken: twilio.authToken, from: twilio.from, apiBase: twilio.origin },
+  });
+  t.teardown(() => built.close());
+  // the service's view of the settings: which kinds a target may have (the secrets are the channels')
+  const wake = { configured: built.configured } as WakeSettings;
+  const server = await listen(t, {}, { ...ladder, wake, wakeAllowPrivate: true }, { wakeChannels: built.channels, wakeSender: { pollMs: 100 } });
+  const { app } = server;
+  const cadId = await createUser(app, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1', createIncidents: true });
+  const cad = basic('cad@example.test', 'cad-password-1');
+  /** a device the CAD reaches, called `name`, with the targets its app registers with its own token */
+  const device = async (name: string, targets: unknown[]) => {
+    const id = await createDevice(app, { name, uniqueId: name.toLowerCase() });
+    await grant(app, { userId: cadId, deviceId: id });
+    const token = await deviceToken(app, id);
+    for (const target of targets) {
+      const res = await call(app, bearer(token), 'POST', `/api/devices/${id}/wake-targets`, target);
+      t.equal(res.statusCode, 201, `${name} registers ${(target as { kind: string }).kind}`);
+    }
+    return { id, token };
+  };
+  return { push, twilio, server, app, cad, device };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+t.test('when a sleeping device is assigned, then its subscription is woken after WAKE_AFTER_S, its phone gets an SMS after ESCALATE_SMS_AFTER_S, and its answer stops the call', async (t) => {
+  const w = await world(t, { wakeAfterS: 1, escalateSmsAfterS: 2, escalateVoiceAfterS: 4 });
+  const e1 = await w.device('E1', [
+    { kind: 'webpush', subscription: w.push.subscribe(vapid.publicKey) },
+    { kind: 'sms', phone: '+41791234567' },
+    { kind: 'voice', phone: '+41791234567' },
+  ]);
+  const t0 = Date.now();
+  const created = await call(w.app, w.cad, 'POST', '/api/incidents', { originId: 'W-1', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 1, resources: ['E1'] });
+  t.equal(created.statusCode, 202, 'stored; the device is offline');
+  const incidentId = (created.json() as { incident: { id: number } }).incident.id;
+
+  const wakeUp = await until('the wake-up', () => w.push.received[0], 6000);
+  const wokenAfter = Date.now() - t0;
+  t.ok(wokenAfter >= 1000 && wokenAfter <= 3000, `woken ${wokenAfter} ms after the write: not before WAKE_AFTER_S (1 s), within 2 s after it`);
+  t.same(wakeUp.payload, { incidentId, originId: 'W-1', type: 'FIRE', priority: 1, pushId: 1 }, 'the payload, decrypted by the push service with the subscription’s keys, names the incident and the push');
+  t.equal(wakeUp.headers.urgency, 'high', 'priority 1: urgent');
+  t.equal(wakeUp.headers.topic, `incident-${incidentId}`);
+  t.same(w.push.refused, [], 'the VAPID signature and the encryption were accepted');
+
+  const sms = await until('the SMS', () => w.twilio.sent.find((x) => x.resource === 'Messages'), 6000);
+  const smsAfter = Date.now() - t0;
+  t.ok(smsAfter >= 2000 && smsAfter <= 4000, `SMS ${smsAfter} ms after the write`);
+  t.match(sms.form, { To: '+41791234567', From: w.twilio.from });
+  t.match(sms.form.Body, /FIRE W-1.*Reply 1 = responding, 2 = not available/);
+
+  // the responder answers before the call is due: the ladder stops
+  const answered = await call(w.app, bearer(e1.token), 'POST', `/api/incidents/${incidentId}/responses`, { responseId: '0f8e9a52-6a1c-4c3e-9b5e-2f7d1c0a4b11', status: 'RESPONDING' });
+  t.equal(answered.statusCode, 200);
+  await sleep(Math.max(0, t0 + 5500 - Date.now()));
+  t.same(w.twilio.sent.filter((x) => x.resource === 'Calls'), [], 'no call after the answer');
+  t.equal(w.push.received.length, 1, 'one wake-up, once');
+  t.equal(w.twilio.sent.length, 1, 'one SMS, once');
+});
+
+t.test('when a device acknowledges its push on the socket, then it is never woken; a stand-down before the wake-up stops it too', async (t) => {
+  const w = await world(t, { wakeAfterS: 1, escalateSmsAfterS: 0, escalateVoiceAfterS: 0 });
+  const awake = await w.device('A1', [{ kind: 'webpush', subscription: w.push.subscribe(vapid.publicKey) }]);
+  await w.device('B1', [{ kind: 'webpush', subscription: w.push.subscribe(vapid.publicKey) }]);
+  const socket = await connect(t, `${w.server.ws}/api/socket/device?token=${encodeURIComponent(awake.token)}`);
+  const created = await call(w.app, w.cad, 'POST', '/api/incidents', { originId: 'W-2', type: 'RTC', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['A1', 'B1'] });
+  t.ok(created.statusCode === 200 || created.statusCode === 202);
+  const frame = await until('the push on the socket', () => socket.frames[0], 3000);
+  socket.ack(frame.pushId);
+  // B1 is stood down before its wake-up is due
+  const updated = await call(w.app, w.cad, 'PUT', '/api/incidents/update', { originId: 'W-2', type: 'RTC', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['A1'] });
+  t.ok(updated.statusCode === 200 || updated.statusCode === 202, 'B1 stood down');
+  await sleep(2500);
+  t.same(w.push.received, [], 'neither the device that acknowledged nor the one stood down is woken');
+});

@@ -1,0 +1,153 @@
+// The wake sender (services/wake-sender.ts) over a store and channels of the test's own: what it
+// sends for a claimed step, when it stops instead, how it tries again, and what it records.
+import t from 'tap';
+import { WakeSender, type WakeMetrics } from '../../../src/services/wake-sender.js';
+import type { ClaimedStep, StepEnd, WakeStepStorePort } from '../../../src/ports/wake-steps.js';
+import type { WakeChannel, WakeKind, WakeMessage, WakeOutcome, WakeTarget } from '../../../src/ports/wake.js';
+
+const NOW = '2026-11-29T05:00:10.000Z';
+const clock = { now: () => new Date(NOW) };
+const quiet = { warn: () => {}, error: () => {}, debug: () => {} };
+
+function step(over: Partial<ClaimedStep> = {}): ClaimedStep {
+  return {
+    id: 1,
+    by: 'x',
+    step: 'wake',
+    dueAt: '2026-11-29T05:00:05.000Z',
+    eventId: 9,
+    facts: { pushState: 'PENDING', answered: false, assigned: true, writtenAt: '2026-11-29T05:00:00.000Z' },
+    message: { incidentId: 7, originId: 'CAD-7', type: 'FIRE', priority: 1, pushId: 3, deviceId: 2 },
+    targets: [],
+    ...over,
+  };
+}
+
+class Store implements WakeStepStorePort {
+  queued: ClaimedStep[] = [];
+  ends: [number, StepEnd][] = [];
+  recorded: [number, number, string][] = [];
+  removed: number[] = [];
+  async claim(): Promise<ClaimedStep[]> {
+    const out = this.queued;
+    this.queued = [];
+    return out.map((s) => ({ ...s }));
+  }
+  async recordTarget(s: { id: number }, targetId: number, outcome: string, kind: string): Promise<boolean> {
+    this.recorded.push([s.id, targetId, `${kind}:${outcome}`]);
+    return true;
+  }
+  async settle(s: { id: number }, end: StepEnd): Promise<boolean> {
+    this.ends.push([s.id, end]);
+    return true;
+  }
+  async removeTarget(id: number): Promise<void> {
+    this.removed.push(id);
+  }
+}
+
+/** a channel answering from a script, one answer per send, noting what it was sent */
+function channel<K extends WakeKind>(kind: K, answers: WakeOutcome[]): WakeChannel<K> & { sent: { target: WakeTarget; message: WakeMessage }[] } {
+  const sent: { target: WakeTarget; message: WakeMessage }[] = [];
+  return {
+    kind,
+    sent,
+    async send(target, message) {
+      sent.push({ target, message });
+      return answers.shift() ?? { outcome: 'accepted', status: 201 };
+    },
+  };
+}
+
+function sender(store: Store, channels: ConstructorParameters<typeof WakeSender>[1], metrics?: WakeMetrics, waits: number[] = []) {
+  return new WakeSender(store, channels, clock, quiet, { nodeId: 'n1', pushTtlMs: 3600_000, sleep: async (ms) => void waits.push(ms) }, metrics);
+}
+
+const webpush: WakeTarget = { kind: 'webpush', subscription: { endpoint: 'https://push.example/1', keys: { p256dh: 'a', auth: 'b' } } };
+const fcm: WakeTarget = { kind: 'fcm', token: 'tok' };
+const apns: WakeTarget = { kind: 'apns', token: 'ab'.repeat(32), critical: true };
+
+t.test('when a due step is claimed and the ladder still runs, then each target gets one wake-up naming the incident, with the push’s remaining lifetime', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: fcm }] })];
+  const wp = channel('webpush', []);
+  const f = channel('fcm', []);
+  const counted: string[] = [];
+  const s = sender(store, { webpush: wp, fcm: f }, { wakeAttempt: (k, o) => counted.push(`${k}:${o}`), wakeLatency: (k, sec) => counted.push(`${k} after ${sec}s`) });
+  await s.round();
+  await s.idle();
+  await s.stop();
+  t.same(wp.sent.map((x) => x.message), [{ incidentId: 7, originId: 'CAD-7', type: 'FIRE', priority: 1, pushId: 3, deviceId: 2, ttlSeconds: 3590 }]);
+  t.equal(f.sent.length, 1);
+  t.same(store.recorded, [[1, 11, 'webpush:accepted'], [1, 12, 'fcm:accepted']]);
+  t.same(store.ends, [[1, { state: 'DONE', outcome: '' }]], 'each target’s result was recorded as it came');
+  t.same(counted.sort(), ['fcm after 5s', 'fcm:accepted', 'webpush after 5s', 'webpush:accepted'], 'attempts by channel and outcome, and the time from due to acceptance');
+});
+
+t.test('when the push was acknowledged, answered, stood down or expired, then the step is settled STOPPED and nothing is sent', async (t) => {
+  const cases: [Partial<ClaimedStep['facts']>, string][] = [
+    [{ pushState: 'DELIVERED' }, 'acknowledged'],
+    [{ answered: true }, 'answered'],
+    [{ assigned: false }, 'stood-down'],
+    [{ writtenAt: '2026-11-29T03:00:00.000Z' }, 'expired'],
+  ];
+  for (const [facts, reason] of cases) {
+    const store = new Store();
+    store.queued = [step({ facts: { ...step().facts, ...facts }, targets: [{ id: 11, target: webpush }] })];
+    const wp = channel('webpush', []);
+    const s = sender(store, { webpush: wp });
+    await s.round();
+  await s.idle();
+    await s.stop();
+    t.same(store.ends, [[1, { state: 'STOPPED', outcome: `stopped:${reason}` }]], reason);
+    t.equal(wp.sent.length, 0, `${reason}: nothing sent`);
+  }
+});
+
+t.test('when a provider fails for now, then the target is tried again after the backoff or its Retry-After, at most 3 times', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: apns }] })];
+  const wp = channel('webpush', [
+    { outcome: 'retry', status: 503, detail: 'unavailable' },
+    { outcome: 'retry', status: 429, detail: 'slow down', retryAfterMs: 2000 },
+  ]);
+  const ap = channel('apns', [
+    { outcome: 'retry', status: 500, detail: 'x' },
+    { outcome: 'retry', status: 500, detail: 'x' },
+    { outcome: 'retry', status: 500, detail: 'x' },
+  ]);
+  const waits: number[] = [];
+  const s = sender(store, { webpush: wp, apns: ap }, undefined, waits);
+  await s.round();
+  await s.idle();
+  await s.stop();
+  t.equal(wp.sent.length, 3, 'accepted on the third try');
+  t.equal(ap.sent.length, 3, 'three tries, no more');
+  t.same(waits.sort((a, b) => a - b), [1000, 1000, 2000, 4000], 'webpush waited 1 s then its Retry-After; apns 1 s then 4 s');
+  t.same(store.recorded.sort((a, b) => a[1] - b[1]), [[1, 11, 'webpush:accepted'], [1, 12, 'apns:failed']]);
+});
+
+t.test('when a target is gone, then it is removed; rejected, it is not tried again; a channel not configured sends nothing', async (t) => {
+  const store = new Store();
+  const sms: WakeTarget = { kind: 'sms', phone: '+447700900123' };
+  store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: fcm }, { id: 13, target: sms }] })];
+  const wp = channel('webpush', [{ outcome: 'gone', status: 410, detail: 'expired subscription' }]);
+  const f = channel('fcm', [{ outcome: 'rejected', status: 400, detail: 'bad' }]);
+  const s = sender(store, { webpush: wp, fcm: f });
+  await s.round();
+  await s.idle();
+  await s.stop();
+  t.same(store.removed, [11]);
+  t.equal(f.sent.length, 1);
+  t.same(store.recorded.sort((a, b) => a[1] - b[1]), [[1, 11, 'webpush:gone'], [1, 12, 'fcm:rejected'], [1, 13, 'sms:not-configured']]);
+});
+
+t.test('when a step has no target left (all reached before a takeover), then it is settled DONE with none', async (t) => {
+  const store = new Store();
+  store.queued = [step()];
+  const s = sender(store, {});
+  await s.round();
+  await s.idle();
+  await s.stop();
+  t.same(store.ends, [[1, { state: 'DONE', outcome: 'no target' }]]);
+});
