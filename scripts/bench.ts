@@ -45,6 +45,7 @@ import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentRows } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
+import { parseWithout } from '../src/adapters/sqlite/engine/tuning.js';
 
 const DURATION = Number(process.env.BENCH_DURATION_S ?? 10);
 // shorter than the SQLite windows: three databases seeded, three sets of nodes and 2 000 tokens
@@ -102,7 +103,9 @@ async function waitFor(url: string): Promise<void> {
 async function startService(dbPath: string, extraEnv: Record<string, string> = {}, opts: { loopDelay?: boolean } = {}): Promise<{ base: string; child: ChildProcess }> {
   const port = await freePort();
   // as `npm start` runs it (package.json): V8's helper threads sized to the machine
-  const flags = ['--v8-pool-size=0', ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
+  // (BENCH_WITHOUT=v8pool: without it, measured by the mechanisms part)
+  const v8pool = parseWithout(extraEnv.BENCH_WITHOUT).v8pool ? [] : ['--v8-pool-size=0'];
+  const flags = [...v8pool, ...(PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`] : [])];
   // the event loop's delay histogram, read over IPC (scripts/bench/loop-delay.ts)
   const loopDelay = opts.loopDelay ? ['--import', pathToFileURL(join(root, 'scripts/bench/loop-delay.ts')).href] : [];
   const child = spawn(process.execPath, [...flags, ...loopDelay, 'dist/src/main.js'], {

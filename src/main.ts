@@ -63,7 +63,7 @@ async function onSqlite(config: Config, metrics: Metrics, wake: BuiltChannels): 
   const log = earlyLog(() => app);
   // WAL checkpoints off the event loop (src/adapters/sqlite/engine/checkpointer.ts)
   const checkpointer =
-    config.databasePath === ':memory:' || !config.dbCheckpointThread
+    config.databasePath === ':memory:' || !config.dbCheckpointThread || without.checkpointthread
       ? null
       : new Checkpointer(db.$client, {
           path: config.databasePath,

@@ -49,12 +49,18 @@ const HELPS: Record<Mechanism, Figure> = {
   getcache: 'get',
   walsync: 'create',
   restarthold: 'p99',
+  checkpointthread: 'p99',
+  cache8m: 'update',
+  v8pool: 'p99',
 };
 
 const DESCRIBED: Record<Mechanism, string> = {
   getcache: 'GET-by-id cache',
   walsync: 'group fsync off the event loop (wal-sync.ts)',
   restarthold: 'WAL restart hold (writes wait <= 5 ms)',
+  checkpointthread: 'WAL checkpoints on a thread of their own',
+  cache8m: 'an 8 MiB page cache (not the default)',
+  v8pool: '--v8-pool-size=0',
 };
 
 const FIGURE_NAME: Record<Figure, string> = {

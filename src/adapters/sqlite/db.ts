@@ -8,6 +8,7 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { migrationsPath } from '../../paths.js';
 import type { Synchronous } from '../../ports/storage.js';
 import * as schema from './schema.js';
+import { without } from './engine/tuning.js';
 
 export type { Synchronous };
 
@@ -45,7 +46,8 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   // one at the page after the 1 GiB lock byte) it finds them by walking the whole cache. At
   // 64 MiB that walk cost about 300 µs per group commit, 6-8 % of the event loop under
   // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md as of 966ad38).
-  sqlite.pragma('cache_size = -8192');
+  // BENCH_WITHOUT=cache8m: SQLite's default cache (engine/tuning.ts)
+  if (!without.cache8m) sqlite.pragma('cache_size = -8192');
   sqlite.pragma('temp_store = MEMORY');
   const db = drizzle(sqlite, { schema }) as Db;
   // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`
