@@ -50,7 +50,6 @@ const HELPS: Record<Mechanism, Figure> = {
   walsync: 'create',
   restarthold: 'p99',
   checkpointthread: 'p99',
-  cache8m: 'update',
   v8pool: 'p99',
 };
 
@@ -59,7 +58,6 @@ const DESCRIBED: Record<Mechanism, string> = {
   walsync: 'group fsync off the event loop (wal-sync.ts)',
   restarthold: 'WAL restart hold (writes wait <= 5 ms)',
   checkpointthread: 'WAL checkpoints on a thread of their own',
-  cache8m: 'an 8 MiB page cache (not the default)',
   v8pool: '--v8-pool-size=0',
 };
 

@@ -8,7 +8,6 @@ import { migrate } from 'drizzle-orm/better-sqlite3/migrator';
 import { migrationsPath } from '../../paths.js';
 import type { Synchronous } from '../../ports/storage.js';
 import * as schema from './schema.js';
-import { without } from './engine/tuning.js';
 
 export type { Synchronous };
 
@@ -41,13 +40,10 @@ export function openDatabase({ path, synchronous = 'FULL' }: OpenOptions): Db {
   sqlite.pragma('journal_mode = WAL');
   sqlite.pragma(`synchronous = ${synchronous}`);
   sqlite.pragma('busy_timeout = 5000');
-  // An 8 MiB page cache. Larger is slower: at each COMMIT SQLite drops the cached pages past
-  // the end of the file, and after a B-tree split that renumbered pages (balance_nonroot parks
-  // one at the page after the 1 GiB lock byte) it finds them by walking the whole cache. At
-  // 64 MiB that walk cost about 300 µs per group commit, 6-8 % of the event loop under
-  // load; a page this cache misses is read from the OS's cache (BENCHMARKS.md as of 966ad38).
-  // BENCH_WITHOUT=cache8m: SQLite's default cache (engine/tuning.ts)
-  if (!without.cache8m) sqlite.pragma('cache_size = -8192');
+  // SQLite's default page cache (2 MB): the 8 MiB one set here until 2026-11-29 earned nothing
+  // steady over it (BENCHMARKS.md, Verdicts: `cache8m`, measured with and without in two runs);
+  // a larger one is slower (at each COMMIT SQLite walks the cache for pages past the end of the
+  // file: about 300 µs per group commit at 64 MiB, BENCHMARKS.md as of 966ad38).
   sqlite.pragma('temp_store = MEMORY');
   const db = drizzle(sqlite, { schema }) as Db;
   // drizzle runs every pending migration in one transaction, where `PRAGMA foreign_keys=OFF`

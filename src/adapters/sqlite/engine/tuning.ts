@@ -7,10 +7,10 @@
 // results, the callsign-key memo, the checkpoint cadence and the 1 ms hold were measured here
 // with and without (2026-11-25, 4f60ad5), earned nothing, and went.
 // checkpointthread: WAL checkpoints on the main thread (SQLite's own), not on a thread of their
-// own (checkpointer.ts); cache8m: SQLite's default page cache, not 8 MiB (db.ts); v8pool: the
+// own (checkpointer.ts); v8pool: the
 // service started without --v8-pool-size=0 (the bench's startService reads it; the service
 // ignores it).
-export const MECHANISMS = ['getcache', 'walsync', 'restarthold', 'checkpointthread', 'cache8m', 'v8pool'] as const;
+export const MECHANISMS = ['getcache', 'walsync', 'restarthold', 'checkpointthread', 'v8pool'] as const;
 export type Mechanism = (typeof MECHANISMS)[number];
 
 /** true for each mechanism `raw` names; an unknown name throws, so a typo cannot measure nothing */
