@@ -99,7 +99,8 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
   hub.listen(bus);
   // ---- end of the device hub ----
   // the wake ladder's delays (WAKE_AFTER_S, ESCALATE_*_AFTER_S): each assignment of a device holding wake targets gets its steps
-  const ladder = { wake: config.wakeAfterS, sms: config.escalateSmsAfterS, voice: config.escalateVoiceAfterS };
+  // (none while no wake channel is configured: no target can be registered, nothing to escalate to)
+  const ladder = config.wake.configured.size > 0 ? { wake: config.wakeAfterS, sms: config.escalateSmsAfterS, voice: config.escalateVoiceAfterS } : null;
   const incidents = new IncidentService(storage.incidents, bus, access, clock, config.idempotencyTtlH * 3600_000, metrics, config.idempotencyKeysMax, ladder);
   const jobs = buildJobs({ ...deps, storage, incidents, clock, metrics, log: app.log });
   const spec = loadSpec();

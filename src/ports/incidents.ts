@@ -117,6 +117,11 @@ export interface EventFilter {
 export interface WriteOptions {
   callsigns: readonly string[];
   /**
+   * Read the kinds of wake target each matched device holds (MatchContext.wakeKinds), for the
+   * wake ladder's steps: only when the service runs a ladder (a wake channel is configured).
+   */
+  wakeKinds?: boolean | undefined;
+  /**
    * The originId the incident has after the write, if the request names one: when the incident
    * read has another, the unit of work reads which incident holds it (CurrentIncident.originIdHolder).
    */

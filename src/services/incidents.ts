@@ -130,7 +130,7 @@ function normaliseTimes<T extends { timeOfOrigin?: string | null; timeReceived?:
 
 /** a unit of work to run, or why none is (a callsign error is a 400, before any lookup) */
 export type Change =
-  | { ok: true; locator: Locator; decide: Decide; options: { callsigns: readonly string[]; now: string; originId?: string } }
+  | { ok: true; locator: Locator; decide: Decide; options: { callsigns: readonly string[]; now: string; originId?: string; wakeKinds?: boolean } }
   | { ok: false; refusal: IncidentRefusal };
 
 function checked(resources: readonly string[] | null | undefined): IncidentRefusal | null {
@@ -143,14 +143,24 @@ export function createChange(caller: Caller, rawBody: CreateBody, now: string, l
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator: { originId: body.originId }, decide: planCreateWrite(caller, body, now, ladder), options: { callsigns: body.resources ?? [], now } };
+  return {
+    ok: true,
+    locator: { originId: body.originId },
+    decide: planCreateWrite(caller, body, now, ladder),
+    options: { callsigns: body.resources ?? [], now, wakeKinds: ladder !== null },
+  };
 }
 
 export function updateChange(caller: Caller, locator: Locator, rawBody: UpdateBody, now: string, ifMatch: IfMatch | null = null, ladder: LadderSettings | null = null): Change {
   const body = normaliseTimes(rawBody);
   const invalid = checked(body.resources);
   if (invalid) return { ok: false, refusal: invalid };
-  return { ok: true, locator, decide: planUpdateWrite(caller, body, now, ifMatch, ladder), options: { callsigns: body.resources ?? [], now, originId: body.originId } };
+  return {
+    ok: true,
+    locator,
+    decide: planUpdateWrite(caller, body, now, ifMatch, ladder),
+    options: { callsigns: body.resources ?? [], now, originId: body.originId, wakeKinds: ladder !== null },
+  };
 }
 
 export function deleteChange(caller: Caller, id: number, now: string, ifMatch: IfMatch | null = null): Change {
@@ -203,6 +213,7 @@ export class IncidentService {
         callsigns: change.options.callsigns,
         now: change.options.now,
         originId: change.options.originId,
+        wakeKinds: change.options.wakeKinds,
         idempotency: {
           key,
           fingerprint: print,

@@ -109,12 +109,15 @@ const BY_ID = `SELECT ${selectList()}, version FROM incidents WHERE id = $1`;
 const REACHES = `SELECT 1 FROM user_incidents WHERE incident_id = $1 AND (user_id = $2 OR user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)) LIMIT 1`;
 // the devices the callsign keys match for the caller, each key's in id order (not locked: DeviceGone)
 // with each device, the kinds of wake target it holds (the wake ladder: domain/wake.ts), comma-separated or null
+// (read only when the service runs a ladder: WriteOptions.wakeKinds; a column of the match, not a round trip of its own)
 const WAKE_KINDS = `(SELECT string_agg(DISTINCT w.kind, ',') FROM wake_targets w WHERE w.device_id = d.id) AS kinds`;
-const MATCH_ALL = `SELECT d.name_key AS key, d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
-const MATCH_REACHABLE = `SELECT d.name_key AS key, d.id, ${WAKE_KINDS} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
+const matchAll = (kinds: string) => `SELECT d.name_key AS key, d.id, ${kinds} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled ORDER BY d.id`;
+const matchReachable = (kinds: string) => `SELECT d.name_key AS key, d.id, ${kinds} FROM devices d WHERE d.name_key = ANY($1::text[]) AND NOT d.disabled AND EXISTS (
     SELECT 1 FROM user_devices ud WHERE ud.device_id = d.id
       AND (ud.user_id = $2 OR ud.user_id IN (SELECT managed_user_id FROM user_users WHERE user_id = $2)))
   ORDER BY d.id`;
+const MATCH = { all: matchAll('NULL AS kinds'), reachable: matchReachable('NULL AS kinds') };
+const MATCH_WITH_KINDS = { all: matchAll(WAKE_KINDS), reachable: matchReachable(WAKE_KINDS) };
 
 
 /** an outcome whose unit of work is rolled back, its key claim with it: a refusal, or a key past the bound */
@@ -180,14 +183,15 @@ export class PgIncidents implements IncidentStorePort {
   }
 
   /** the devices the callsigns match for the caller, by key in the order the callsigns first name it; keys with no device left out */
-  private async match(c: Client, caller: Caller, callsigns: readonly string[]): Promise<MatchContext> {
+  private async match(c: Client, caller: Caller, callsigns: readonly string[], withWakeKinds: boolean): Promise<MatchContext> {
+    const q = withWakeKinds ? MATCH_WITH_KINDS : MATCH;
     const matches = new Map<string, number[]>();
     const wakeKinds = new Map<number, Set<WakeKind>>();
     const keys = [...new Set(callsigns.map(callsignKey))];
     if (keys.length > 0) {
       const found = caller.administrator
-        ? await rows<{ key: string; id: string; kinds: string | null }>(c, MATCH_ALL, [keys])
-        : await rows<{ key: string; id: string; kinds: string | null }>(c, MATCH_REACHABLE, [keys, caller.id]);
+        ? await rows<{ key: string; id: string; kinds: string | null }>(c, q.all, [keys])
+        : await rows<{ key: string; id: string; kinds: string | null }>(c, q.reachable, [keys, caller.id]);
       const byKey = new Map<string, number[]>();
       for (const r of found) {
         if (r.kinds !== null) wakeKinds.set(Number(r.id), new Set(r.kinds.split(',') as WakeKind[]));
@@ -200,7 +204,7 @@ export class PgIncidents implements IncidentStorePort {
         if (ids) matches.set(key, ids);
       }
     }
-    return { matches, online: this.presence.online, wakeKinds };
+    return withWakeKinds ? { matches, online: this.presence.online, wakeKinds } : { matches, online: this.presence.online };
   }
 
   /**
@@ -294,7 +298,7 @@ export class PgIncidents implements IncidentStorePort {
     if ('id' in locator) {
       if (inRange(locator.id)) [row] = await rows<StoredRow>(c, STORED_BY_ID, [locator.id, caller.id]);
     } else [row] = await rows<StoredRow>(c, STORED_BY_ORIGIN_ID, [locator.originId, caller.id]);
-    const context = await this.match(c, caller, options.callsigns);
+    const context = await this.match(c, caller, options.callsigns, options.wakeKinds === true);
     const read = new Set<number>();
     for (const ids of context.matches.values()) for (const id of ids) read.add(id);
     let current: Current | null = null;
