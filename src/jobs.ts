@@ -21,7 +21,7 @@ export type AppJobs = BackgroundJobs<{ idempotencyKeys: IdempotencyKeySweeper; w
 
 export interface JobDeps {
   config: Config;
-  storage: Pick<Storage, 'webhooks' | 'retention' | 'wakeSteps'>;
+  storage: Pick<Storage, 'webhooks' | 'retention' | 'wakeSteps' | 'wakeTargets'>;
   incidents: Pick<IncidentService, 'sweepIdempotencyKeys'>;
   bus: Bus;
   clock: Clock;
@@ -74,7 +74,7 @@ export function buildJobs(deps: JobDeps): AppJobs {
   // the wake ladder's steps, sent when due through the configured channels (services/wake-sender.ts)
   const wakeSender =
     deps.wakeChannels && Object.values(deps.wakeChannels).some((c) => c !== undefined)
-      ? new WakeSender(storage.wakeSteps, deps.wakeChannels, clock, log, { nodeId: config.nodeId, pushTtlMs: config.pushTtlS * 1000, ...deps.wakeSender }, deps.metrics)
+      ? new WakeSender(storage.wakeSteps, storage.wakeTargets, deps.wakeChannels, clock, log, { nodeId: config.nodeId, pushTtlMs: config.pushTtlS * 1000, ...deps.wakeSender }, deps.metrics)
       : null;
   // stopped in this order: the key sweep, the webhook sender, the retention sweeper, the wake sender
   return new BackgroundJobs({ idempotencyKeys, webhookSender, retention, wakeSender });

@@ -50,8 +50,6 @@ export interface WakeStepStorePort {
   recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean>;
   /** the step ended, while held; false: the lease was lost */
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
-  /** a target the provider says is dead (404, 410, UNREGISTERED) */
-  removeTarget(targetId: number): Promise<void>;
 }
 
 /** a claimed step's row, as either adapter reads it (ids as numbers) */

@@ -27,4 +27,11 @@ export interface WakeTargetStorePort {
   kindsOf(deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>>;
   /** a target a provider said is dead (404, 410, FCM UNREGISTERED); whether it was there */
   removeDead(targetId: number): Promise<boolean>;
+  /**
+   * The devices holding an sms target of `phone` (E.164), each with its newest open assignment: the
+   * newest incidentAssigned push of the device whose incident is OPEN and which no stand-down of
+   * the device followed (the answers by SMS: services/sms-replies.ts). A device without one is
+   * left out.
+   */
+  openAssignmentsOf(phone: string): Promise<{ deviceId: number; incidentId: number }[]>;
 }

@@ -17,6 +17,7 @@ import { nextTryInMs, stepStops, type WakeKind, type WakeMessage } from '../doma
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
+import type { WakeTargetStorePort } from '../ports/wake-targets.js';
 import type { WakeChannel, WakeChannels, WakeOutcome, WakeTarget } from '../ports/wake.js';
 
 export interface WakeSenderOptions {
@@ -54,6 +55,8 @@ export class WakeSender {
 
   constructor(
     private readonly store: WakeStepStorePort,
+    /** dead targets are removed through it */
+    private readonly targets: Pick<WakeTargetStorePort, 'removeDead'>,
     private readonly channels: WakeChannels,
     private readonly clock: Clock,
     private readonly log: Log,
@@ -157,7 +160,7 @@ export class WakeSender {
           break;
         }
         if (o.outcome === 'gone') {
-          await this.store.removeTarget(t.id);
+          await this.targets.removeDead(t.id);
           this.log.warn({ stepId: s.id, targetId: t.id, kind: t.target.kind, status: o.status }, 'a wake target is gone and was removed');
           result = 'gone';
           break;

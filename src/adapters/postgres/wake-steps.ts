@@ -92,7 +92,4 @@ export class PgWakeSteps implements WakeStepStorePort {
     return (r.rowCount ?? 0) > 0;
   }
 
-  async removeTarget(targetId: number): Promise<void> {
-    await this.pool.query(`DELETE FROM wake_targets WHERE id = $1`, [targetId]);
-  }
 }

@@ -66,7 +66,6 @@ export class WakeStepRows {
       settle: p(
         `UPDATE wake_steps SET state = ?, outcome = nullif(trim(coalesce(outcome, '') || ' ' || ?), ''), claimed_until = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`,
       ),
-      removeTarget: p(`DELETE FROM wake_targets WHERE id = ?`),
     };
     this.level = this.sqlite.pragma('synchronous', { simple: true }) as number;
   }
@@ -93,9 +92,6 @@ export class WakeStepRows {
     return relaxedTransaction(this.sqlite, this.level, () => this.st.settle.run(end.state, end.outcome, step.id, step.by).changes > 0);
   }
 
-  removeTarget(targetId: number): void {
-    this.st.removeTarget.run(targetId);
-  }
 }
 
 export class SqliteWakeSteps implements WakeStepStorePort {
@@ -112,8 +108,5 @@ export class SqliteWakeSteps implements WakeStepStorePort {
   }
   settle(step: { id: number; by: string }, end: StepEnd) {
     return this.gate.pass(() => this.rows.settle(step, end));
-  }
-  removeTarget(targetId: number) {
-    return this.gate.pass(() => this.rows.removeTarget(targetId));
   }
 }

@@ -41,9 +41,8 @@ class Store implements WakeStepStorePort {
     this.ends.push([s.id, end]);
     return true;
   }
-  async removeTarget(id: number): Promise<void> {
-    this.removed.push(id);
-  }
+  /** the targets' port's part the sender uses */
+  readonly targets = { removeDead: async (id: number) => (this.removed.push(id), true) };
 }
 
 /** a channel answering from a script, one answer per send, noting what it was sent */
@@ -59,8 +58,8 @@ function channel<K extends WakeKind>(kind: K, answers: WakeOutcome[]): WakeChann
   };
 }
 
-function sender(store: Store, channels: ConstructorParameters<typeof WakeSender>[1], metrics?: WakeMetrics, waits: number[] = []) {
-  return new WakeSender(store, channels, clock, quiet, { nodeId: 'n1', pushTtlMs: 3600_000, sleep: async (ms) => void waits.push(ms) }, metrics);
+function sender(store: Store, channels: ConstructorParameters<typeof WakeSender>[2], metrics?: WakeMetrics, waits: number[] = []) {
+  return new WakeSender(store, store.targets, channels, clock, quiet, { nodeId: 'n1', pushTtlMs: 3600_000, sleep: async (ms) => void waits.push(ms) }, metrics);
 }
 
 const webpush: WakeTarget = { kind: 'webpush', subscription: { endpoint: 'https://push.example/1', keys: { p256dh: 'a', auth: 'b' } } };
