@@ -640,6 +640,42 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/wake/sms-reply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A responder's answer by SMS, as the SMS provider posts it
+         * @description Configure the provider's incoming-message webhook (Twilio: the number's "A message comes
+         *     in") as `PUBLIC_URL` + `/api/wake/sms-reply`, HTTP POST. The wake-up SMS says "Reply 1 =
+         *     responding, 2 = not available": a reply of `1` is **RESPONDING**, `2`
+         *     **NOT_AVAILABLE** (spaces aside), recorded as any answer (`POST
+         *     /incidents/{id}/responses`: the `incidentResponse` event, the `incident.response`
+         *     webhook, the responders list), for every device holding an `sms` wake target of the
+         *     sender's number (`From`), on its newest open assignment (the newest assignment of the
+         *     device whose incident is open and which no stand-down followed). The answer's
+         *     `responseId` is derived from `MessageSid`: the provider's retry of one message is
+         *     answered as the first time and recorded once.
+         *
+         *     Only a request signed by the provider is read: `X-Twilio-Signature` must be the base64
+         *     HMAC-SHA1, with `TWILIO_AUTH_TOKEN`, of `PUBLIC_URL` + `/api/wake/sms-reply` followed by
+         *     every form parameter's name and value, sorted by name (Twilio's scheme); else **403**
+         *     and nothing is read. **404** when SMS is not configured. The answer is TwiML: a
+         *     `<Message>` the provider sends back to the responder, confirming or saying why nothing
+         *     was recorded (not `1` or `2`; no open assignment for this number).
+         */
+        post: operations["receiveSmsReply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/permissions": {
         parameters: {
             query?: never;
@@ -1265,6 +1301,34 @@ export interface components {
                     CANCELLED?: components["schemas"]["DateTime"];
                 };
             };
+            /**
+             * @description The wake ladder's steps of the device's latest assignment push (DESIGN section 14), in
+             *     due order: the wake-up to its webpush, fcm and apns targets (`wake`), the SMS, the
+             *     call. Empty for a device without wake targets, or a ladder turned off.
+             */
+            wake: components["schemas"]["ResponderWakeStep"][];
+        };
+        ResponderWakeStep: {
+            /** @enum {string} */
+            step: "wake" | "sms" | "voice";
+            /**
+             * Format: date-time
+             * @description When it fell (or falls) due.
+             */
+            dueAt: string;
+            /**
+             * @description PENDING until sent or stopped; DONE once every target was tried; STOPPED when the ladder stopped first.
+             * @enum {string}
+             */
+            state: "PENDING" | "DONE" | "STOPPED";
+            /**
+             * @description Each target's result as it came, space-separated: `<kind>#<target id>:<result>`, the
+             *     result one of `accepted`, `gone` (the provider said the target is dead: it was
+             *     removed), `failed` (three tries failed for now), `rejected`, `not-configured`; then,
+             *     for a step that did not go, `stopped:<why>` (`acknowledged`, `answered`,
+             *     `stood-down`, `expired`), or `no target`. Null before anything happened.
+             */
+            outcome: string | null;
         };
         /**
          * @description An event as a device receives it in a push (see `/api/asyncapi.yaml`): what happened,
@@ -3029,6 +3093,49 @@ export interface operations {
                 };
             };
             404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    receiveSmsReply: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The provider's signature of the request; without a valid one, 403. */
+                "X-Twilio-Signature"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-www-form-urlencoded": {
+                    /** @description The sender's number, E.164. */
+                    From?: string;
+                    To?: string;
+                    Body?: string;
+                    MessageSid?: string;
+                } & {
+                    [key: string]: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Read; the TwiML reply to the responder. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/xml": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

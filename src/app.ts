@@ -39,6 +39,7 @@ import { loadSpec } from './http/spec.js';
 import { buildHandlers } from './http/handlers/index.js';
 import type { WakeChannels } from './ports/wake.js';
 import type { WakeSenderOptions } from './services/wake-sender.js';
+import { SmsReplyService } from './services/sms-replies.js';
 
 export { loggerOptions } from './http/server.js';
 
@@ -118,6 +119,11 @@ export async function buildApp(deps: AppDeps): Promise<{ app: FastifyInstance; j
     webhooks: new WebhookService(storage.webhooks, deps.webhookTransport, clock, { allowPrivate: config.webhookAllowPrivate }),
     webhookSender: jobs.each.webhookSender,
     wakeTargets: new WakeTargetService(storage.wakeTargets, identity, access, clock, { configured: config.wake.configured, allowPrivate: config.wakeAllowPrivate, vapidPublicKey: config.wake.webpush?.publicKey ?? null }),
+    // answers by SMS (POST /wake/sms-reply), signed by the provider with the Twilio auth token
+    smsReplies: new SmsReplyService(storage.wakeTargets, (deviceId, input) => responses.respond(deviceId, input), {
+      authToken: config.wake.twilio?.authToken.reveal() ?? null,
+      publicUrl: config.publicUrl,
+    }),
     presence,
     storage,
     log: app.log,

@@ -59,9 +59,27 @@ export interface Config {
   wakeAllowPrivate: boolean;
   /** the wake channels whose settings are all present, with those settings (secrets redacted in any log: config-wake.ts) */
   wake: WakeSettings;
+  /** the service's public origin (PUBLIC_URL): what providers call back (the SMS replies' signatures are over it) */
+  publicUrl: string;
 }
 
 export class ConfigError extends Error {}
+
+/** PUBLIC_URL: an absolute http(s) origin, no path, query or fragment (a final / dropped); default http://HOST:PORT */
+function publicUrl(env: NodeJS.ProcessEnv, host: string, port: number): string {
+  const raw = env.PUBLIC_URL;
+  if (raw === undefined || raw === '') return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`PUBLIC_URL must be an absolute URL, got "${raw}"`);
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password || url.search || url.hash || (url.pathname !== '/' && url.pathname !== '')) {
+    throw new ConfigError(`PUBLIC_URL must be an http or https origin without path, query or fragment (https://cad.example.org), got "${raw}"`);
+  }
+  return url.origin;
+}
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name];
@@ -167,6 +185,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     escalateSmsAfterS: int(env, 'ESCALATE_SMS_AFTER_S', 60, 0, 86400),
     escalateVoiceAfterS: int(env, 'ESCALATE_VOICE_AFTER_S', 120, 0, 86400),
     wakeAllowPrivate: bool(env, 'WAKE_ALLOW_PRIVATE', false),
+    publicUrl: publicUrl(env, env.HOST || '0.0.0.0', int(env, 'PORT', 8082, 0, 65535)),
     wake: wake(env),
   };
 }

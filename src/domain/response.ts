@@ -192,12 +192,23 @@ export interface ResponderDelivery {
   deliveredAt: string | null;
 }
 
+/** a wake step of the device's latest assignment (DESIGN section 14): when it fell due, and how it went */
+export interface ResponderWakeStep {
+  step: 'wake' | 'sms' | 'voice';
+  dueAt: string;
+  state: 'PENDING' | 'DONE' | 'STOPPED';
+  /** each target's result (`<kind>#<target id>:<result>`), then why it stopped; null before any */
+  outcome: string | null;
+}
+
 /** one line of GET /incidents/{id}/responders */
 export interface Responder {
   callsign: string;
   deviceId: number;
   delivery: ResponderDelivery;
   response: AssignmentState;
+  /** the wake ladder's steps of its latest assignment push, in due order */
+  wake: ResponderWakeStep[];
 }
 
 const NO_DELIVERY: ResponderDelivery = { eventType: null, state: null, attempts: 0, sentAt: null, deliveredAt: null };
@@ -211,6 +222,7 @@ export function listResponders(
   assignments: readonly Assignment[],
   states: ReadonlyMap<number, AssignmentState & { callsign: string }>,
   deliveries: ReadonlyMap<number, ResponderDelivery>,
+  wake: ReadonlyMap<number, ResponderWakeStep[]> = new Map(),
 ): Responder[] {
   const out: Responder[] = [];
   const stateOf = (deviceId: number): AssignmentState => {
@@ -220,11 +232,11 @@ export function listResponders(
   const assigned = new Set<number>();
   for (const a of assignments) {
     assigned.add(a.deviceId);
-    out.push({ callsign: a.callsign, deviceId: a.deviceId, delivery: deliveries.get(a.deviceId) ?? NO_DELIVERY, response: stateOf(a.deviceId) });
+    out.push({ callsign: a.callsign, deviceId: a.deviceId, delivery: deliveries.get(a.deviceId) ?? NO_DELIVERY, response: stateOf(a.deviceId), wake: wake.get(a.deviceId) ?? [] });
   }
   const gone = [...states.keys()].filter((id) => !assigned.has(id)).sort((a, b) => a - b);
   for (const deviceId of gone) {
-    out.push({ callsign: states.get(deviceId)!.callsign, deviceId, delivery: deliveries.get(deviceId) ?? NO_DELIVERY, response: stateOf(deviceId) });
+    out.push({ callsign: states.get(deviceId)!.callsign, deviceId, delivery: deliveries.get(deviceId) ?? NO_DELIVERY, response: stateOf(deviceId), wake: wake.get(deviceId) ?? [] });
   }
   return out;
 }

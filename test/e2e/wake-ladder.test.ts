@@ -9,10 +9,11 @@
 import t, { type Test } from 'tap';
 import { buildWakeChannels } from '../../src/adapters/wake/channels.js';
 import { generateVapidKeys } from '../../src/adapters/wake/webpush.js';
-import type { WakeSettings } from '../../src/config-wake.js';
+import { Secret, type WakeSettings } from '../../src/config-wake.js';
+import { twilioSignature } from '../../src/services/sms-replies.js';
 import { bearer, createDevice, createUser, basic, grant } from '../fixtures/app.js';
 import { call } from '../fixtures/access.js';
-import { connect, deviceToken, listen, until } from '../fixtures/sockets.js';
+import { capturedLog, connect, deviceToken, listen, until } from '../fixtures/sockets.js';
 import { requireTrustedTestCert } from '../fixtures/wake/tls.js';
 import { TwilioStub } from '../fixtures/wake/twilio-stub.js';
 import { WebPushStub } from '../fixtures/wake/webpush-stub.js';
@@ -21,7 +22,7 @@ requireTrustedTestCert();
 
 const vapid = { ...generateVapidKeys(), subject: 'mailto:ops@example.test' };
 
-async function world(t: Test, ladder: { wakeAfterS: number; escalateSmsAfterS: number; escalateVoiceAfterS: number }) {
+async function world(t: Test, ladder: { wakeAfterS: number; escalateSmsAfterS: number; escalateVoiceAfterS: number }, logger?: ReturnType<typeof capturedLog>['logger']) {
   const push = await WebPushStub.start();
   const twilio = await TwilioStub.start();
   t.teardown(() => push.close());
@@ -31,9 +32,13 @@ async function world(t: Test, ladder: { wakeAfterS: number; escalateSmsAfterS: n
     twilio: { accountSid: twilio.accountSid, authToken: twilio.authToken, from: twilio.from, apiBase: twilio.origin },
   });
   t.teardown(() => built.close());
-  // the service's view of the settings: which kinds a target may have (the secrets are the channels')
-  const wake = { configured: built.configured } as WakeSettings;
-  const server = await listen(t, {}, { ...ladder, wake, wakeAllowPrivate: true }, { wakeChannels: built.channels, wakeSender: { pollMs: 100 } });
+  // the service's view of the settings: which kinds a target may have, and the Twilio account
+  // (whose auth token also checks the SMS replies' signatures)
+  const wake = {
+    configured: built.configured,
+    twilio: { accountSid: twilio.accountSid, authToken: new Secret(twilio.authToken), from: twilio.from, apiBase: twilio.origin },
+  } as WakeSettings;
+  const server = await listen(t, {}, { ...ladder, wake, wakeAllowPrivate: true, publicUrl: PUBLIC_URL }, { wakeChannels: built.channels, wakeSender: { pollMs: 100 }, ...(logger ? { logger } : {}) });
   const { app } = server;
   const cadId = await createUser(app, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1', createIncidents: true });
   const cad = basic('cad@example.test', 'cad-password-1');
@@ -52,6 +57,19 @@ async function world(t: Test, ladder: { wakeAfterS: number; escalateSmsAfterS: n
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const PUBLIC_URL = 'https://cad.example.test';
+
+/** an incoming SMS as the provider posts it, signed with `authToken` (or not) */
+function smsReply(app: Awaited<ReturnType<typeof world>>['app'], authToken: string, fields: Record<string, string>) {
+  const payload = new URLSearchParams(fields).toString();
+  return app.inject({
+    method: 'POST',
+    url: '/api/wake/sms-reply',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(authToken, `${PUBLIC_URL}/api/wake/sms-reply`, fields) },
+    payload,
+  });
+}
 
 t.test('when a sleeping device is assigned, then its subscription is woken after WAKE_AFTER_S, its phone gets an SMS after ESCALATE_SMS_AFTER_S, and its answer stops the call', async (t) => {
   const w = await world(t, { wakeAfterS: 1, escalateSmsAfterS: 2, escalateVoiceAfterS: 4 });
@@ -86,6 +104,23 @@ t.test('when a sleeping device is assigned, then its subscription is woken after
   t.same(w.twilio.sent.filter((x) => x.resource === 'Calls'), [], 'no call after the answer');
   t.equal(w.push.received.length, 1, 'one wake-up, once');
   t.equal(w.twilio.sent.length, 1, 'one SMS, once');
+  // the responders list shows each step: channel, time, outcome
+  const listed = await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`);
+  t.equal(listed.statusCode, 200);
+  const [responder] = listed.json() as { deviceId: number; wake: { step: string; dueAt: string; state: string; outcome: string | null }[] }[];
+  t.equal(responder!.deviceId, e1.id);
+  t.match(
+    responder!.wake,
+    [
+      { step: 'wake', state: 'DONE', outcome: /^webpush#\d+:accepted$/ },
+      { step: 'sms', state: 'DONE', outcome: /^sms#\d+:accepted$/ },
+      { step: 'voice', state: 'STOPPED', outcome: 'stopped:answered' },
+    ],
+    'the wake-up and the SMS accepted, the call stopped by the answer',
+  );
+  t.equal(responder!.wake.length, 3);
+  const due = responder!.wake.map((s) => Date.parse(s.dueAt) - Date.parse(responder!.wake[0]!.dueAt));
+  t.same(due, [0, 1000, 3000], 'due 1, 2 and 4 s after the push');
 });
 
 t.test('when a device acknowledges its push on the socket, then it is never woken; a stand-down before the wake-up stops it too', async (t) => {
@@ -102,4 +137,70 @@ t.test('when a device acknowledges its push on the socket, then it is never woke
   t.ok(updated.statusCode === 200 || updated.statusCode === 202, 'B1 stood down');
   await sleep(2500);
   t.same(w.push.received, [], 'neither the device that acknowledged nor the one stood down is woken');
+});
+
+t.test('when a responder replies to the SMS, then a signed "1" is recorded as RESPONDING once however often the provider retries, and a forged reply is refused', async (t) => {
+  const w = await world(t, { wakeAfterS: 0, escalateSmsAfterS: 1, escalateVoiceAfterS: 0 });
+  const phone = '+41791234567';
+  const e1 = await w.device('E1', [{ kind: 'sms', phone }]);
+  const created = await call(w.app, w.cad, 'POST', '/api/incidents', { originId: 'W-3', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 1, resources: ['E1'] });
+  const incidentId = (created.json() as { incident: { id: number } }).incident.id;
+  await until('the SMS', () => w.twilio.sent[0], 6000);
+  const fields = { From: phone, To: w.twilio.from, Body: ' 1 ', MessageSid: 'SM0123456789abcdef0123456789abcdef', AccountSid: w.twilio.accountSid };
+
+  const forged = await smsReply(w.app, 'not-the-auth-token', fields);
+  t.equal(forged.statusCode, 403, 'a reply not signed with the auth token is refused');
+  const tampered = await w.app.inject({
+    method: 'POST',
+    url: '/api/wake/sms-reply',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': twilioSignature(w.twilio.authToken, `${PUBLIC_URL}/api/wake/sms-reply`, fields) },
+    payload: new URLSearchParams({ ...fields, Body: '2' }).toString(),
+  });
+  t.equal(tampered.statusCode, 403, 'a body changed after signing is refused');
+  const before = await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`);
+  t.equal((before.json() as { response: { status: string } }[])[0]!.response.status, 'NONE', 'nothing recorded by the forged replies');
+
+  const first = await smsReply(w.app, w.twilio.authToken, fields);
+  t.equal(first.statusCode, 200);
+  t.match(first.headers['content-type'], /^text\/xml/);
+  t.match(first.body, /<Response><Message>Responding: recorded\.<\/Message><\/Response>/);
+  const again = await smsReply(w.app, w.twilio.authToken, fields);
+  t.equal(again.body, first.body, 'the provider’s retry is answered the same');
+  const listed = (await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`)).json() as { deviceId: number; response: { status: string } }[];
+  t.same(listed.map((r) => [r.deviceId, r.response.status]), [[e1.id, 'RESPONDING']]);
+  const events = (await call(w.app, w.cad, 'GET', `/api/events?incidentId=${incidentId}&type=incidentResponse`)).json() as { attributes: { status: string } }[];
+  t.same(events.map((e) => e.attributes.status), ['RESPONDING'], 'one incidentResponse event, whatever the retries');
+
+  const other = await smsReply(w.app, w.twilio.authToken, { ...fields, Body: 'on my way', MessageSid: 'SM2' });
+  t.match(other.body, /Reply 1 = responding, 2 = not available/);
+  const stranger = await smsReply(w.app, w.twilio.authToken, { ...fields, From: '+15550000000', MessageSid: 'SM3' });
+  t.match(stranger.body, /no open assignment/);
+});
+
+t.test('when the push service fails, then the wake-up is tried again and goes once it recovers; a subscription it says is gone is removed; no secret reaches the log', async (t) => {
+  const { logger, lines } = capturedLog('debug');
+  const w = await world(t, { wakeAfterS: 1, escalateSmsAfterS: 0, escalateVoiceAfterS: 0 }, logger);
+  const flaky = await w.device('F1', [{ kind: 'webpush', subscription: w.push.subscribe(vapid.publicKey) }]);
+  w.push.answer = { status: 500 };
+  const created = await call(w.app, w.cad, 'POST', '/api/incidents', { originId: 'W-4', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['F1'] });
+  const incidentId = (created.json() as { incident: { id: number } }).incident.id;
+  await until('the first try', () => w.push.received[0], 6000);
+  w.push.answer = { status: 201 };
+  await until('the retry', () => w.push.received[1], 6000);
+  const steps = async () => ((await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`)).json() as { wake: { state: string; outcome: string | null }[] }[])[0]!.wake;
+  const done = await until('the step settled', async () => ((await steps())[0]?.state === 'DONE' ? await steps() : false), 6000);
+  t.match(done, [{ state: 'DONE', outcome: /^webpush#\d+:accepted$/ }], 'accepted on the second try (1 s of backoff)');
+  t.equal(w.push.received.length, 2, 'one failed try, one accepted');
+
+  // the push service says the subscription is gone: the target is removed
+  w.push.answer = { status: 410 };
+  const again = await call(w.app, w.cad, 'POST', '/api/incidents', { originId: 'W-5', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['F1'] });
+  t.ok(again.statusCode === 200 || again.statusCode === 202);
+  const targets = async () => (await call(w.app, bearer(flaky.token), 'GET', `/api/devices/${flaky.id}/wake-targets`)).json() as unknown[];
+  await until('the gone subscription removed', async () => (await targets()).length === 0, 6000);
+  t.same(await targets(), [], 'the target is gone');
+
+  const log = lines.map((l) => JSON.stringify(l)).join('\n');
+  for (const secret of [vapid.privateKey, w.twilio.authToken]) t.notOk(log.includes(secret), 'no provider secret in the log');
+  t.ok(lines.some((l) => l.msg === 'a wake target is gone and was removed'), 'the removal is logged (ids and kind only)');
 });

@@ -22,6 +22,7 @@ import {
   type ResponderDelivery,
   type ResponseInput,
   type ResponseResult,
+  type ResponderWakeStep,
 } from '../../domain/response.js';
 import type { EventView } from '../../ports/incidents.js';
 import type { DecideResponse, ResponseOutcome, ResponseStorePort } from '../../ports/responses.js';
@@ -124,7 +125,7 @@ export class PgResponses implements ResponseStorePort {
   async responders(incidentId: number): Promise<Responder[]> {
     if (!inRange(incidentId)) return [];
     // one statement, one snapshot: the assignments, the states and the deliveries agree
-    const { rows } = await this.pool.query<{ assignments: string | null; states: StateRow[] | null; deliveries: DeliveryRow[] | null; devices: string[] | null }>(
+    const { rows } = await this.pool.query<{ assignments: string | null; states: StateRow[] | null; deliveries: DeliveryRow[] | null; devices: string[] | null; wake: WakeRow[] | null }>(
       `SELECT
          (SELECT assignments FROM incidents WHERE id = $1) AS assignments,
          (SELECT json_agg(json_build_object('deviceId', device_id, 'callsign', callsign, 'status', status, 'times', times))
@@ -135,7 +136,10 @@ export class PgResponses implements ResponseStorePort {
               SELECT max(id) FROM events WHERE incident_id = $1 AND type IN ('incidentAssigned', 'incidentDeassigned') GROUP BY device_id)) AS deliveries,
          (SELECT json_agg(d.id) FROM devices d WHERE d.id IN (
               SELECT device_id FROM assignment_responses WHERE incident_id = $1
-              UNION SELECT (a->>'deviceId')::bigint FROM incidents i, json_array_elements(i.assignments::json) a WHERE i.id = $1)) AS devices`,
+              UNION SELECT (a->>'deviceId')::bigint FROM incidents i, json_array_elements(i.assignments::json) a WHERE i.id = $1)) AS devices,
+         (SELECT json_agg(json_build_object('deviceId', s.device_id, 'step', s.step, 'dueAt', s.due_at, 'state', s.state, 'outcome', s.outcome) ORDER BY s.due_at, s.id)
+            FROM wake_steps s WHERE s.event_id IN (
+              SELECT max(id) FROM events WHERE incident_id = $1 AND type = 'incidentAssigned' GROUP BY device_id)) AS wake`,
       [incidentId],
     );
     const row = rows[0]!;
@@ -150,12 +154,21 @@ export class PgResponses implements ResponseStorePort {
     for (const d of row.deliveries ?? []) {
       deliveries.set(Number(d.deviceId), { eventType: d.type, state: d.state, attempts: d.attempts, sentAt: d.lastSentAt, deliveredAt: d.deliveredAt });
     }
+    const wake = new Map<number, ResponderWakeStep[]>();
+    for (const { deviceId, ...step } of row.wake ?? []) {
+      const id = Number(deviceId);
+      let steps = wake.get(id);
+      if (!steps) wake.set(id, (steps = []));
+      steps.push(step);
+    }
     return listResponders(
       assignments.filter((a) => existing.has(a.deviceId)),
       states,
       deliveries,
+      wake,
     );
   }
 }
 
+type WakeRow = ResponderWakeStep & { deviceId: string };
 type DeliveryRow = { deviceId: string; type: 'incidentAssigned' | 'incidentDeassigned'; state: ResponderDelivery['state']; attempts: number; lastSentAt: string | null; deliveredAt: string | null };

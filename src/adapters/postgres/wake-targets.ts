@@ -86,6 +86,21 @@ export class PgWakeTargets implements WakeTargetStorePort {
     return wakeKindsOf(this.pool, deviceIds);
   }
 
+  async openAssignmentsOf(phone: string): Promise<{ deviceId: number; incidentId: number }[]> {
+    const { rows } = await this.pool.query<{ deviceId: string; incidentId: string }>(
+      `SELECT "deviceId", "incidentId" FROM (
+         SELECT DISTINCT w.device_id AS "deviceId", (
+           SELECT e.incident_id FROM events e JOIN incidents i ON i.id = e.incident_id
+           WHERE e.device_id = w.device_id AND e.type = 'incidentAssigned' AND i.status = 'OPEN'
+             AND NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id)
+           ORDER BY e.id DESC LIMIT 1) AS "incidentId"
+         FROM wake_targets w WHERE w.kind = 'sms' AND (w.target::json ->> 'phone') = $1) x
+       WHERE "incidentId" IS NOT NULL ORDER BY "deviceId"`,
+      [phone],
+    );
+    return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId) }));
+  }
+
   async removeDead(targetId: number): Promise<boolean> {
     if (!inRange(targetId)) return false;
     const r = await this.pool.query(`DELETE FROM wake_targets WHERE id = $1`, [targetId]);

@@ -21,6 +21,7 @@ import {
   type ResponderDelivery,
   type ResponseInput,
   type ResponseResult,
+  type ResponderWakeStep,
 } from '../../domain/response.js';
 import type { EventView } from '../../ports/incidents.js';
 import type { DecideResponse, ResponseOutcome, ResponseStorePort } from '../../ports/responses.js';
@@ -68,6 +69,12 @@ export class SqliteResponses implements ResponseStorePort {
            SELECT max(id) FROM events WHERE incident_id = ? AND type IN ('incidentAssigned', 'incidentDeassigned') GROUP BY device_id)`,
       ),
       devicesAmong: p(`SELECT id FROM devices WHERE id IN (SELECT value FROM json_each(?))`).pluck(),
+      // the wake steps of each device's latest assignment push of the incident (wake_steps_event)
+      wakeSteps: p(
+        `SELECT s.device_id AS deviceId, s.step, s.due_at AS dueAt, s.state, s.outcome FROM wake_steps s
+         WHERE s.event_id IN (SELECT max(id) FROM events WHERE incident_id = ? AND type = 'incidentAssigned' GROUP BY device_id)
+         ORDER BY s.due_at, s.id`,
+      ),
     };
   }
 
@@ -136,10 +143,17 @@ export class SqliteResponses implements ResponseStorePort {
     for (const d of this.st.deliveries.all(incidentId) as DeliveryRow[]) {
       deliveries.set(d.deviceId, { eventType: d.type, state: d.state, attempts: d.attempts, sentAt: d.lastSentAt, deliveredAt: d.deliveredAt });
     }
+    const wake = new Map<number, ResponderWakeStep[]>();
+    for (const { deviceId, ...step } of this.st.wakeSteps.all(incidentId) as (ResponderWakeStep & { deviceId: number })[]) {
+      let steps = wake.get(deviceId);
+      if (!steps) wake.set(deviceId, (steps = []));
+      steps.push(step);
+    }
     return listResponders(
       assignments.filter((a) => existing.has(a.deviceId)),
       states,
       deliveries,
+      wake,
     );
   }
 }

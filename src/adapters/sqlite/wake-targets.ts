@@ -35,6 +35,16 @@ export class WakeTargetRows {
       insert: p(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, ?, ?, ?)`),
       remove: p(`DELETE FROM wake_targets WHERE id = ? AND device_id = ?`),
       removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
+      openAssignments: p(
+        `SELECT deviceId, incidentId FROM (
+           SELECT DISTINCT w.device_id AS deviceId, (
+             SELECT e.incident_id FROM events e JOIN incidents i ON i.id = e.incident_id
+             WHERE e.device_id = w.device_id AND e.type = 'incidentAssigned' AND i.status = 'OPEN'
+               AND NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id)
+             ORDER BY e.id DESC LIMIT 1) AS incidentId
+           FROM wake_targets w WHERE w.kind = 'sms' AND json_extract(w.target, '$.phone') = ?)
+         WHERE incidentId IS NOT NULL ORDER BY deviceId`,
+      ),
     };
   }
 
@@ -78,6 +88,10 @@ export class WakeTargetRows {
   removeDead(targetId: number): boolean {
     return this.st.removeDead.run(targetId).changes > 0;
   }
+
+  openAssignmentsOf(phone: string): { deviceId: number; incidentId: number }[] {
+    return this.st.openAssignments.all(phone) as { deviceId: number; incidentId: number }[];
+  }
 }
 
 export class SqliteWakeTargets implements WakeTargetStorePort {
@@ -101,5 +115,8 @@ export class SqliteWakeTargets implements WakeTargetStorePort {
   }
   removeDead(targetId: number) {
     return this.gate.pass(() => this.rows.removeDead(targetId));
+  }
+  openAssignmentsOf(phone: string) {
+    return this.gate.pass(() => this.rows.openAssignmentsOf(phone));
   }
 }

@@ -14,6 +14,7 @@ import type { OperationsService } from '../../services/operations.js';
 import type { WebhookService } from '../../services/webhooks.js';
 import type { WebhookSender } from '../../services/webhook-sender.js';
 import type { WakeTargetService } from '../../services/wake-targets.js';
+import type { SmsReplyService } from '../../services/sms-replies.js';
 
 export interface Context {
   config: Config;
@@ -30,6 +31,7 @@ export interface Context {
   webhookSender: WebhookSender | null;
   /** devices' wake targets (DESIGN section 14) */
   wakeTargets: WakeTargetService;
+  smsReplies: SmsReplyService;
   presence: Presence;
   /** the storage's health (GET /health) */
   storage: Pick<Storage, 'health'>;

@@ -71,5 +71,6 @@ export function buildHandlers(ctx: Context, login: LoginService): OperationHandl
     createWakeTarget: wake.createWakeTarget,
     deleteWakeTarget: wake.deleteWakeTarget,
     getVapidPublicKey: wake.getVapidPublicKey,
+    receiveSmsReply: wake.receiveSmsReply,
   };
 }

@@ -6,6 +6,8 @@ import type { WakeCaller } from '../../services/wake-targets.js';
 import { caller } from '../security.js';
 import type { Handler } from '../types.js';
 import type { Context } from './context.js';
+import { refuse } from '../../domain/refusal.js';
+import { smsReplyText } from '../../services/sms-replies.js';
 
 function who(req: FastifyRequest): WakeCaller {
   return req.deviceId !== undefined ? { deviceId: req.deviceId } : { principal: caller(req) };
@@ -36,4 +38,23 @@ export class WakeTargetHandlers {
   };
 
   getVapidPublicKey: Handler<'getVapidPublicKey'> = async () => ({ publicKey: this.ctx.wakeTargets.vapidPublicKey() });
+
+  /** a responder's SMS reply, signed by the provider: answered in TwiML (never the sender's number in the log) */
+  receiveSmsReply: Handler<'receiveSmsReply'> = async (req, reply) => {
+    const replies = this.ctx.smsReplies;
+    if (!replies.configured) throw refuse.notFound('SMS is not configured on this service.');
+    const params = Object.fromEntries(Object.entries(req.body as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
+    const signature = req.headers['x-twilio-signature'];
+    const outcome = await replies.reply(params, typeof signature === 'string' ? signature : undefined);
+    if (outcome.kind === 'forged') throw refuse.forbidden('The request is not signed by the SMS provider (X-Twilio-Signature).');
+    req.log.info({ outcome: outcome.kind, ...(outcome.kind === 'answered' ? { status: outcome.status, answers: outcome.results.map((r) => ({ deviceId: r.deviceId, incidentId: r.incidentId, accepted: r.result.accepted })) } : {}) }, 'SMS reply');
+    return reply.type('text/xml; charset=utf-8').send(twiml(smsReplyText(outcome)));
+  };
 }
+
+const xmlEscape = (s: string) => s.replace(/[<>&'"]/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' })[c]!);
+
+function twiml(message: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?><Response><Message>${xmlEscape(message)}</Message></Response>`;
+}
+
