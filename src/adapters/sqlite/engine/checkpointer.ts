@@ -34,7 +34,7 @@
 //
 // (It used to pass every 100 ms while the service was saturated, CheckpointCadence; measured
 // with and without it in one run, 2026-11-25, it earned nothing on any bench figure, and it went:
-// BENCHMARKS.md, Mechanisms.) A pass after a burst can copy too much to end within the restart's
+// BENCHMARKS.md, Verdicts.) A pass after a burst can copy too much to end within the restart's
 // hold (6–21 ms), so before saying the WAL is large the thread catches up with passes of its own
 // until one takes under 2 ms (at most three).
 //

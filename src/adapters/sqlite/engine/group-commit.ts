@@ -17,7 +17,7 @@
 // The next group commits meanwhile, in its own turn, so its SQL runs while the disk works; the
 // groups committed meanwhile share the next fdatasync, started as soon as this one ends. (The
 // next group used to wait up to 1 ms into a running fdatasync to grow; measured with and
-// without it in one run it earned nothing, and it went: BENCHMARKS.md, Mechanisms.)
+// without it in one run it earned nothing, and it went: BENCHMARKS.md, Verdicts.)
 // `horizon()` tells readers how far the disk has everything.
 //
 // A hold (`holdUntil`) keeps every group back until a promise settles, or for at most a given
