@@ -13,12 +13,12 @@
 // once: a slow provider holds up only its own steps. A channel the operator has not configured
 // has no adapter here: its targets are recorded `not-configured`.
 import { randomBytes } from 'node:crypto';
-import { nextTryInMs, stepStops, type WakeKind, type WakeMessage } from '../domain/wake.js';
+import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
 import type { WakeTargetStorePort } from '../ports/wake-targets.js';
-import type { WakeChannel, WakeChannels, WakeOutcome, WakeTarget } from '../ports/wake.js';
+import type { WakeChannel, WakeChannels, WakeTarget } from '../ports/wake.js';
 
 export interface WakeSenderOptions {
   nodeId: string;

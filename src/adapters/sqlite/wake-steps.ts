@@ -10,8 +10,8 @@
 // the push (events_incident), and what the wake-up says (the incident as the push carried it).
 // What the sender gets of each step is built by ports/wake-steps.ts claimedStep, for both adapters.
 import type Database from 'better-sqlite3';
-import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
-import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
+import { targetResult, type WakeKind, type WakeTarget } from '../../domain/wake.js';
+import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type StepRow, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
 import { relaxedTransaction } from './engine/relaxed.js';
@@ -29,16 +29,6 @@ const FACTS = `
     NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id) AS assigned
   FROM events e LEFT JOIN incident_versions v ON v.id = e.version_id
   WHERE e.id = ?`;
-
-interface ClaimRow {
-  id: number;
-  step: WakeStep;
-  dueAt: string;
-  eventId: number;
-  deviceId: number;
-  incidentId: number;
-  outcome: string | null;
-}
 
 interface FactsRow {
   pushState: ClaimedStep['facts']['pushState'];
@@ -72,12 +62,12 @@ export class WakeStepRows {
 
   claim(o: StepClaim): ClaimedStep[] {
     return relaxedTransaction(this.sqlite, this.level, () => {
-      const claimed = this.st.claim.all({ now: o.now, until: o.until, by: o.by, limit: o.limit }) as ClaimRow[];
+      const claimed = this.st.claim.all({ now: o.now, until: o.until, by: o.by, limit: o.limit }) as StepRow[];
       return claimed.map((r) => this.withFacts(r, o.by));
     });
   }
 
-  private withFacts(r: ClaimRow, by: string): ClaimedStep {
+  private withFacts(r: StepRow, by: string): ClaimedStep {
     const f = this.st.facts.get(r.eventId) as FactsRow | undefined;
     const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: f.pushId, incident: f.incident, answered: f.answered === 1, assigned: f.assigned === 1 } : null;
     const targets = (this.st.targets.all(r.deviceId) as { id: number; kind: WakeKind; target: string }[]).map((t) => ({ id: t.id, kind: t.kind, target: JSON.parse(t.target) as WakeTarget }));
