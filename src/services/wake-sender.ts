@@ -19,6 +19,7 @@ import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
 import type { WakeTargetStorePort } from '../ports/wake-targets.js';
 import type { WakeChannel, WakeChannels, WakeTarget } from '../ports/wake.js';
+import { Rounds } from './rounds.js';
 
 export interface WakeSenderOptions {
   nodeId: string;
@@ -45,9 +46,8 @@ interface Log {
 
 export class WakeSender {
   private readonly o: Required<WakeSenderOptions>;
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  private stopped = true;
+  /** the polling loop (rounds.ts) */
+  private readonly rounds: Rounds;
   private readonly inFlight = new Map<number, Promise<void>>();
   private claims = 0;
   private readonly abort = new AbortController();
@@ -70,35 +70,16 @@ export class WakeSender {
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
       ...options,
     };
+    this.rounds = new Rounds(() => this.round(), { pollMs: this.o.pollMs, gapMs: 0, onError: (err) => this.log.error({ err }, 'wake steps could not be claimed; trying again') });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.rounds.start();
   }
 
-  /** a round soon (a step may have come due, or a step ended and room is free) */
+  /** a round soon (a step ended and room is free) */
   wake(): void {
-    if (this.stopped || this.running !== null) return;
-    this.schedule(0);
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.running = this.round()
-        .catch((err: unknown) => {
-          this.log.error({ err }, 'wake steps could not be claimed; trying again');
-          return false;
-        })
-        .then((more) => {
-          this.running = null;
-          this.schedule(more ? 0 : this.o.pollMs);
-        });
-    }, ms);
-    this.timer.unref();
+    this.rounds.wake();
   }
 
   /** one claim; true when it filled the room there was (more may be due) */
@@ -192,11 +173,8 @@ export class WakeSender {
 
   /** no new claims; the tries under way are cut short (each resolves `retry`) and awaited */
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
     this.abort.abort();
-    await this.running;
+    await this.rounds.stop();
     await Promise.allSettled([...this.inFlight.values()]);
   }
 }

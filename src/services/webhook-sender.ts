@@ -16,6 +16,7 @@ import { afterAttempt, DEFAULT_RETRY_SCHEDULE_MS, DELIVERY_MAX_AGE_MS, type Atte
 import type { Clock } from '../ports/clock.js';
 import { shareClaims } from '../domain/webhook-share.js';
 import type { ClaimedDelivery, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
+import { Rounds } from './rounds.js';
 
 /** the least time between two rounds started by wake() */
 export const WAKE_GAP_MS = 100;
@@ -51,17 +52,12 @@ interface Log {
 
 export class WebhookSender {
   private readonly o: Required<Omit<SenderOptions, 'random'>> & { random: () => number };
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-  /** until start(): a wake() before it (an incident written) starts no round */
-  private stopped = true;
+  /** the polling loop (rounds.ts) */
+  private readonly rounds: Rounds;
   private readonly inFlight = new Map<number, Promise<void>>();
   /** this node's deliveries in flight, by owner (the fair share's `held`) */
   private readonly held = new Map<number, number>();
   private claims = 0;
-  /** when the last round started, and when the next is due (Date.now()) */
-  private lastRound = 0;
-  private due = 0;
   /** figures for the log and metrics */
   readonly stats = { attempts: 0, delivered: 0, failed: 0, retried: 0, lost: 0 };
 
@@ -84,11 +80,15 @@ export class WebhookSender {
       ...options,
       perOwner: options.perOwner ?? Math.max(1, Math.ceil((options.inFlightMax ?? 32) / 2)),
     };
+    this.rounds = new Rounds(() => this.round(), {
+      pollMs: this.o.pollMs,
+      gapMs: WAKE_GAP_MS,
+      onError: (err) => this.log.error({ err }, 'webhook deliveries could not be claimed; trying again'),
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.rounds.start();
   }
 
   /**
@@ -97,30 +97,7 @@ export class WebhookSender {
    * it) costs at most one claim per gap.
    */
   wake(): void {
-    if (this.stopped || this.running !== null) return;
-    const wait = Math.max(0, this.lastRound + WAKE_GAP_MS - Date.now());
-    if (this.timer && this.due <= Date.now() + wait) return;
-    this.schedule(wait);
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    if (this.timer) clearTimeout(this.timer);
-    this.due = Date.now() + ms;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.lastRound = Date.now();
-      this.running = this.round()
-        .catch((err: unknown) => {
-          this.log.error({ err }, 'webhook deliveries could not be claimed; trying again');
-          return false;
-        })
-        .then((more) => {
-          this.running = null;
-          this.schedule(more ? 0 : this.o.pollMs);
-        });
-    }, ms);
-    this.timer.unref();
+    this.rounds.wake();
   }
 
   /** one claim; true when it filled the room there was (more may be due) */
@@ -203,10 +180,7 @@ export class WebhookSender {
 
   /** no new claims; waits for the attempts under way (each at most timeoutMs) */
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    await this.running;
+    await this.rounds.stop();
     await Promise.allSettled([...this.inFlight.values()]);
   }
 }
