@@ -16,6 +16,9 @@ import { call } from '../fixtures/access.js';
 import { capturedLog, connect, deviceToken, listen, until } from '../fixtures/sockets.js';
 import { requireTrustedTestCert } from '../fixtures/wake/tls.js';
 import { TwilioStub } from '../fixtures/wake/twilio-stub.js';
+import { FcmStub } from '../fixtures/wake/fcm-stub.js';
+import { ApnsStub } from '../fixtures/wake/apns-stub.js';
+import { parseServiceAccount } from '../../src/adapters/wake/fcm.js';
 import { WebPushStub } from '../fixtures/wake/webpush-stub.js';
 
 requireTrustedTestCert();
@@ -203,4 +206,38 @@ t.test('when the push service fails, then the wake-up is tried again and goes on
   const log = lines.map((l) => JSON.stringify(l)).join('\n');
   for (const secret of [vapid.privateKey, w.twilio.authToken]) t.notOk(log.includes(secret), 'no provider secret in the log');
   t.ok(lines.some((l) => l.msg === 'a wake target is gone and was removed'), 'the removal is logged (ids and kind only)');
+});
+
+t.test('when a sleeping device holds FCM and APNs tokens, then its wake-up reaches both providers, each verified as the provider does, with a critical alert for priority 1', async (t) => {
+  const fcm = await FcmStub.start();
+  const apns = await ApnsStub.start();
+  t.teardown(() => fcm.close());
+  t.teardown(() => apns.close());
+  const built = buildWakeChannels({
+    fcm: { serviceAccount: parseServiceAccount(fcm.serviceAccountJson()), endpoint: fcm.origin },
+    apns: { key: apns.keyPem, keyId: apns.keyId, teamId: apns.teamId, topic: apns.topic, endpoint: apns.origin },
+  });
+  t.teardown(() => built.close());
+  const server = await listen(t, {}, { wakeAfterS: 1, escalateSmsAfterS: 0, escalateVoiceAfterS: 0, wake: { configured: built.configured } as WakeSettings }, { wakeChannels: built.channels, wakeSender: { pollMs: 100 } });
+  const { app } = server;
+  const cadId = await createUser(app, { name: 'CAD', email: 'cad@example.test', password: 'cad-password-1', createIncidents: true });
+  const cad = basic('cad@example.test', 'cad-password-1');
+  const id = await createDevice(app, { name: 'M1', uniqueId: 'm1' });
+  await grant(app, { userId: cadId, deviceId: id });
+  const token = await deviceToken(app, id);
+  const apnsToken = 'ab'.repeat(32);
+  for (const target of [{ kind: 'fcm', token: 'fcm-registration-token-0123456789' }, { kind: 'apns', token: apnsToken, critical: true }]) {
+    t.equal((await call(app, bearer(token), 'POST', `/api/devices/${id}/wake-targets`, target)).statusCode, 201);
+  }
+  const t0 = Date.now();
+  const created = await call(app, cad, 'POST', '/api/incidents', { originId: 'W-6', type: 'HAZMAT', latitude: 46.9, longitude: 7.4, priority: 1, resources: ['M1'] });
+  const incidentId = (created.json() as { incident: { id: number } }).incident.id;
+  const f = await until('the FCM message', () => fcm.sent[0], 6000);
+  const a = await until('the APNs notification', () => apns.sent[0], 6000);
+  t.ok(Date.now() - t0 >= 1000, 'not before WAKE_AFTER_S');
+  t.match(f.message, { token: 'fcm-registration-token-0123456789', data: { incidentId: String(incidentId), originId: 'W-6', type: 'HAZMAT', priority: '1' }, android: { priority: 'HIGH' } });
+  t.equal(a.token, apnsToken);
+  t.match(a.body, { aps: { 'interruption-level': 'critical' }, incidentId, originId: 'W-6' });
+  t.equal(a.headers['apns-collapse-id'], `incident-${incidentId}`);
+  t.same([fcm.refused, apns.refused], [[], []], 'the service account’s assertion and the APNs token were accepted');
 });
