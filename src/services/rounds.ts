@@ -3,6 +3,7 @@
 // asks for a round sooner, but never two within `gapMs` (a stream of writes, each waking the
 // sender, costs at most one round per gap). A round that throws is logged and the loop goes on.
 // Nothing lives only here: what a round claimed is in the database with its lease.
+import { randomBytes } from 'node:crypto';
 
 export interface RoundsOptions {
   /** between rounds when the last found nothing more */
@@ -59,6 +60,20 @@ export class Rounds {
         });
     }, ms);
     this.timer.unref();
+  }
+
+  private claims = 0;
+
+  /**
+   * A claim's lease from `now` (ms): its time, its end after `leaseMs`, and its holder (this node,
+   * the claim's number, and random bytes, so that two processes of one node never share one).
+   */
+  lease(now: number, leaseMs: number, nodeId: string): { now: string; until: string; by: string } {
+    return {
+      now: new Date(now).toISOString(),
+      until: new Date(now + leaseMs).toISOString(),
+      by: `${nodeId}:${++this.claims}:${randomBytes(4).toString('hex')}`,
+    };
   }
 
   /** no more rounds; the one under way ends first */

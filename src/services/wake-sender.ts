@@ -12,7 +12,6 @@
 // is settled DONE with each target's outcome. Steps run side by side, at most `inFlightMax` at
 // once: a slow provider holds up only its own steps. A channel the operator has not configured
 // has no adapter here: its targets are recorded `not-configured`.
-import { randomBytes } from 'node:crypto';
 import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
@@ -49,7 +48,6 @@ export class WakeSender {
   /** the polling loop (rounds.ts) */
   private readonly rounds: Rounds;
   private readonly inFlight = new Map<number, Promise<void>>();
-  private claims = 0;
   private readonly abort = new AbortController();
   readonly stats = { steps: 0, stopped: 0, sent: 0, lost: 0 };
 
@@ -88,9 +86,7 @@ export class WakeSender {
     if (room <= 0) return false;
     const now = this.clock.now().getTime();
     const claimed = await this.store.claim({
-      now: new Date(now).toISOString(),
-      until: new Date(now + this.o.leaseMs).toISOString(),
-      by: `${this.o.nodeId}:${++this.claims}:${randomBytes(4).toString('hex')}`,
+      ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
       limit: room,
     });
     for (const s of claimed) {

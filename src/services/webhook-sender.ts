@@ -11,7 +11,6 @@
 // afterAttempt), `Retry-After` honoured, for up to 24 h, then FAILED. Memory is bounded: at most
 // `inFlightMax` deliveries are held at once (their bodies are at most a few KiB). Nothing lives
 // only here: a stop or crash leaves claimed rows whose lease runs out, and they are claimed again.
-import { randomBytes } from 'node:crypto';
 import { afterAttempt, DEFAULT_RETRY_SCHEDULE_MS, DELIVERY_MAX_AGE_MS, type AttemptOutcome } from '../domain/webhook.js';
 import type { Clock } from '../ports/clock.js';
 import { shareClaims } from '../domain/webhook-share.js';
@@ -57,7 +56,6 @@ export class WebhookSender {
   private readonly inFlight = new Map<number, Promise<void>>();
   /** this node's deliveries in flight, by owner (the fair share's `held`) */
   private readonly held = new Map<number, number>();
-  private claims = 0;
   /** figures for the log and metrics */
   readonly stats = { attempts: 0, delivered: 0, failed: 0, retried: 0, lost: 0 };
 
@@ -106,9 +104,7 @@ export class WebhookSender {
     if (room <= 0) return false;
     const now = this.clock.now().getTime();
     const claimed = await this.store.claim({
-      now: new Date(now).toISOString(),
-      until: new Date(now + this.o.leaseMs).toISOString(),
-      by: `${this.o.nodeId}:${++this.claims}:${randomBytes(4).toString('hex')}`,
+      ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
       limit: room,
       perWebhook: this.o.perWebhook,
       choose: (candidates) => shareClaims(candidates, { room, perWebhook: this.o.perWebhook, perOwner: this.o.perOwner, held: this.held }),
