@@ -224,3 +224,38 @@ export function smsReplyStatus(body: string): 'RESPONDING' | 'NOT_AVAILABLE' | n
   const t = body.trim();
   return t === '1' ? 'RESPONDING' : t === '2' ? 'NOT_AVAILABLE' : null;
 }
+
+/**
+ * Whether a device's assignment still holds at its push: no stand-down of the device from that
+ * incident (its incidentDeassigned event) was written after the push. Events are numbered in the
+ * order they are written, on both databases. `lastStandDownId`: the device's newest stand-down
+ * from the incident, if any.
+ */
+export function stillAssigned(pushEventId: number, lastStandDownId: number | null): boolean {
+  return lastStandDownId === null || lastStandDownId < pushEventId;
+}
+
+/** what a store reads of a device's assignments to one open incident (the answers by SMS) */
+export interface AssignmentFacts {
+  deviceId: number;
+  incidentId: number;
+  /** the device's newest incidentAssigned push of the incident; null: none */
+  lastAssignedId: number | null;
+  /** its newest stand-down from the incident; null: none */
+  lastStandDownId: number | null;
+}
+
+/**
+ * The assignment an SMS reply answers, per device (DESIGN section 14): of the device's
+ * assignments to open incidents that still hold, the newest (by its push). A device with none is
+ * left out; the result is in device order.
+ */
+export function newestOpenAssignments(facts: readonly AssignmentFacts[]): { deviceId: number; incidentId: number }[] {
+  const best = new Map<number, { incidentId: number; at: number }>();
+  for (const f of facts) {
+    if (f.lastAssignedId === null || !stillAssigned(f.lastAssignedId, f.lastStandDownId)) continue;
+    const now = best.get(f.deviceId);
+    if (now === undefined || f.lastAssignedId > now.at) best.set(f.deviceId, { incidentId: f.incidentId, at: f.lastAssignedId });
+  }
+  return [...best].sort(([a], [b]) => a - b).map(([deviceId, { incidentId }]) => ({ deviceId, incidentId }));
+}

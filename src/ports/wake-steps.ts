@@ -10,7 +10,7 @@
 // assignment, when the push was written), what the wake-up says, and the device's targets of the
 // step's kinds not yet reached by this step (a target whose result was recorded is not sent
 // again when another node takes the step over).
-import { reachedTargets, STEP_KINDS, type StepFacts, type WakeKind, type WakeMessage, type WakeStep, type WakeTarget } from '../domain/wake.js';
+import { reachedTargets, STEP_KINDS, stillAssigned, type StepFacts, type WakeKind, type WakeMessage, type WakeStep, type WakeTarget } from '../domain/wake.js';
 
 export interface ClaimedStep {
   id: number;
@@ -72,7 +72,8 @@ export interface PushRow {
   /** the incident as the push carried it (JSON), if its version is kept */
   incident: string | null;
   answered: boolean;
-  assigned: boolean;
+  /** the device's newest stand-down from the incident (its event id), if any: domain/wake.ts stillAssigned */
+  lastStandDownId: number | null;
 }
 
 /**
@@ -91,7 +92,7 @@ export function claimedStep(r: StepRow, by: string, push: PushRow | null, device
     dueAt: r.dueAt,
     eventId: r.eventId,
     facts: push
-      ? { pushState: push.pushState, answered: push.answered, assigned: push.assigned, writtenAt: push.writtenAt }
+      ? { pushState: push.pushState, answered: push.answered, assigned: stillAssigned(r.eventId, push.lastStandDownId), writtenAt: push.writtenAt }
       : { pushState: 'EXPIRED', answered: false, assigned: false, writtenAt: r.dueAt },
     message: {
       incidentId: r.incidentId,

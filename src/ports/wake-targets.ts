@@ -2,7 +2,7 @@
 // unacknowledged. The rules (which targets are taken, who may register them, how many) are the
 // service's and domain/wake.ts's; the store keeps the rows, and counts a device's targets in the
 // very unit of work that inserts one, so the limit holds however many registrations run at once.
-import type { WakeKind, WakeTarget } from '../domain/wake.js';
+import type { AssignmentFacts, WakeKind, WakeTarget } from '../domain/wake.js';
 
 export type { WakeKind, WakeTarget };
 
@@ -28,10 +28,10 @@ export interface WakeTargetStorePort {
   /** a target a provider said is dead (404, 410, FCM UNREGISTERED); whether it was there */
   removeDead(targetId: number): Promise<boolean>;
   /**
-   * The devices holding an sms target of `phone` (E.164), each with its newest open assignment: the
-   * newest incidentAssigned push of the device whose incident is OPEN and which no stand-down of
-   * the device followed (the answers by SMS: services/sms-replies.ts). A device without one is
-   * left out.
+   * For each device holding an sms target of `phone` (E.164), each OPEN incident it has been
+   * assigned to or stood down from, with the ids of its newest assignment push and stand-down
+   * there. Which one an SMS reply answers is domain/wake.ts newestOpenAssignments'
+   * (services/sms-replies.ts).
    */
-  openAssignmentsOf(phone: string): Promise<{ deviceId: number; incidentId: number }[]>;
+  assignmentsOfPhone(phone: string): Promise<AssignmentFacts[]>;
 }

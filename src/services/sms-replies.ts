@@ -8,7 +8,7 @@
 // responseId is derived from the provider's MessageSid: the provider's retry of one message is
 // a replay of the same answer, never a second one.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { smsReplyStatus } from '../domain/wake.js';
+import { newestOpenAssignments, smsReplyStatus } from '../domain/wake.js';
 import type { ResponseInput, ResponseResult } from '../domain/response.js';
 import type { WakeTargetStorePort } from '../ports/wake-targets.js';
 
@@ -68,7 +68,7 @@ export interface SmsReplySettings {
 
 export class SmsReplyService {
   constructor(
-    private readonly targets: Pick<WakeTargetStorePort, 'openAssignmentsOf'>,
+    private readonly targets: Pick<WakeTargetStorePort, 'assignmentsOfPhone'>,
     private readonly answer: (deviceId: number, input: ResponseInput) => Promise<ResponseResult>,
     private readonly settings: SmsReplySettings,
   ) {}
@@ -85,7 +85,7 @@ export class SmsReplyService {
     if (status === null) return { kind: 'not-an-answer' };
     const from = params.From ?? '';
     const sid = params.MessageSid ?? params.SmsSid ?? '';
-    const open = sid === '' ? [] : await this.targets.openAssignmentsOf(from);
+    const open = sid === '' ? [] : newestOpenAssignments(await this.targets.assignmentsOfPhone(from));
     if (open.length === 0) return { kind: 'no-assignment' };
     const responseId = responseIdOf(sid);
     const results = [];

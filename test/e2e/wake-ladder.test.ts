@@ -180,6 +180,29 @@ t.test('when a responder replies to the SMS, then a signed "1" is recorded as RE
   t.match(stranger.body, /no open assignment/);
 });
 
+t.test('when a responder on two incidents replies by SMS, then the reply answers the newest assignment still open: not one stood down, not a closed incident', async (t) => {
+  const w = await world(t, { wakeAfterS: 0, escalateSmsAfterS: 0, escalateVoiceAfterS: 0 });
+  const phone = '+41791234568';
+  const e2 = await w.device('E2', [{ kind: 'sms', phone }]);
+  const create = async (originId: string) =>
+    ((await call(w.app, w.cad, 'POST', '/api/incidents', { originId, type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['E2'] })).json() as { incident: { id: number } }).incident.id;
+  const older = await create('W-6');
+  const newer = await create('W-7');
+  const standDown = await call(w.app, w.cad, 'PUT', `/api/incidents/${newer}`, { originId: 'W-7', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: [] });
+  t.ok(standDown.statusCode === 200 || standDown.statusCode === 202, 'E2 stood down from the newer incident');
+  const fields = { From: phone, To: w.twilio.from, Body: '2', MessageSid: 'SM-two-incidents-1', AccountSid: w.twilio.accountSid };
+  const first = await smsReply(w.app, w.twilio.authToken, fields);
+  t.match(first.body, /Not available: recorded/);
+  const status = async (incidentId: number) => ((await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`)).json() as { deviceId: number; response: { status: string } }[]).map((r) => [r.deviceId, r.response.status]);
+  t.same(await status(older), [[e2.id, 'NOT_AVAILABLE']], 'the older incident, still assigned, got the answer');
+  t.same(await status(newer), [[e2.id, 'CANCELLED']], 'the newer one, stood down, keeps its cancelled state: the reply did not go there');
+
+  const closed = await call(w.app, w.cad, 'PUT', `/api/incidents/${older}`, { originId: 'W-6', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, status: 'CLOSED' });
+  t.ok(closed.statusCode === 200 || closed.statusCode === 202, 'the older incident closed');
+  const after = await smsReply(w.app, w.twilio.authToken, { ...fields, Body: '1', MessageSid: 'SM-two-incidents-2' });
+  t.match(after.body, /no open assignment/, 'a closed incident is no assignment to answer');
+});
+
 t.test('when the push service fails, then the wake-up is tried again and goes once it recovers; a subscription it says is gone is removed; no secret reaches the log', async (t) => {
   const { logger, lines } = capturedLog('debug');
   const w = await world(t, { wakeAfterS: 1, escalateSmsAfterS: 0, escalateVoiceAfterS: 0 }, logger);

@@ -17,7 +17,7 @@ const CLAIM = `WITH due AS (
 
 const FACTS = `SELECT e.id, e.state AS "pushState", e.event_time AS "writtenAt", e.push_seq AS "pushId", v.incident,
     EXISTS (SELECT 1 FROM assignment_responses r WHERE r.incident_id = e.incident_id AND r.device_id = e.device_id AND r.status <> 'CANCELLED') AS answered,
-    NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id) AS assigned
+    (SELECT max(d.id) FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned') AS "lastStandDownId"
   FROM events e LEFT JOIN incident_versions v ON v.id = e.version_id
   WHERE e.id = ANY($1::int8[])`;
 
@@ -40,7 +40,7 @@ interface FactsRow {
   pushId: Num;
   incident: string | null;
   answered: boolean;
-  assigned: boolean;
+  lastStandDownId: Num | null;
 }
 
 export class PgWakeSteps implements WakeStepStorePort {
@@ -70,7 +70,7 @@ export class PgWakeSteps implements WakeStepStorePort {
     return claimed.map((r) => {
       const f = facts.get(Number(r.eventId));
       const row = { id: Number(r.id), step: r.step, dueAt: r.dueAt, eventId: Number(r.eventId), deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), outcome: r.outcome };
-      const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: Number(f.pushId), incident: f.incident, answered: f.answered, assigned: f.assigned } : null;
+      const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: Number(f.pushId), incident: f.incident, answered: f.answered, lastStandDownId: f.lastStandDownId === null ? null : Number(f.lastStandDownId) } : null;
       return claimedStep(row, o.by, push, targets.get(row.deviceId) ?? []);
     });
   }

@@ -5,7 +5,7 @@
 // wakeKindsOf runs on the caller's client, so the incident unit of work can read it in its
 // own transaction.
 import type pg from 'pg';
-import type { WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { AssignmentFacts, WakeKind, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { PgDb } from './db.js';
 import { inRange } from './ids.js';
@@ -86,19 +86,19 @@ export class PgWakeTargets implements WakeTargetStorePort {
     return wakeKindsOf(this.pool, deviceIds);
   }
 
-  async openAssignmentsOf(phone: string): Promise<{ deviceId: number; incidentId: number }[]> {
-    const { rows } = await this.pool.query<{ deviceId: string; incidentId: string }>(
-      `SELECT "deviceId", "incidentId" FROM (
-         SELECT DISTINCT w.device_id AS "deviceId", (
-           SELECT e.incident_id FROM events e JOIN incidents i ON i.id = e.incident_id
-           WHERE e.device_id = w.device_id AND e.type = 'incidentAssigned' AND i.status = 'OPEN'
-             AND NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id)
-           ORDER BY e.id DESC LIMIT 1) AS "incidentId"
-         FROM wake_targets w WHERE w.kind = 'sms' AND (w.target::json ->> 'phone') = $1) x
-       WHERE "incidentId" IS NOT NULL ORDER BY "deviceId"`,
+  async assignmentsOfPhone(phone: string): Promise<AssignmentFacts[]> {
+    const { rows } = await this.pool.query<{ deviceId: string; incidentId: string; lastAssignedId: string | null; lastStandDownId: string | null }>(
+      `SELECT e.device_id AS "deviceId", e.incident_id AS "incidentId",
+         max(e.id) FILTER (WHERE e.type = 'incidentAssigned') AS "lastAssignedId",
+         max(e.id) FILTER (WHERE e.type = 'incidentDeassigned') AS "lastStandDownId"
+       FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND (target::json ->> 'phone') = $1) w
+       JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
+       JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
+       GROUP BY e.device_id, e.incident_id`,
       [phone],
     );
-    return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId) }));
+    const id = (v: string | null) => (v === null ? null : Number(v));
+    return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), lastAssignedId: id(r.lastAssignedId), lastStandDownId: id(r.lastStandDownId) }));
   }
 
   async removeDead(targetId: number): Promise<boolean> {

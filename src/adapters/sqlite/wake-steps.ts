@@ -6,8 +6,8 @@
 //
 // A claim reads, with each step, the facts domain/wake.ts stepStops decides on: the push's state,
 // whether the device answered the incident since (its assignment's response state: a new
-// assignment starts with none, domain/response.ts), whether a stand-down of the device followed
-// the push (events_incident), and what the wake-up says (the incident as the push carried it).
+// assignment starts with none, domain/response.ts), the device's newest stand-down from the
+// incident (events_incident; whether it followed the push is domain/wake.ts stillAssigned), and what the wake-up says (the incident as the push carried it).
 // What the sender gets of each step is built by ports/wake-steps.ts claimedStep, for both adapters.
 import type Database from 'better-sqlite3';
 import { targetResult, type WakeKind, type WakeTarget } from '../../domain/wake.js';
@@ -26,7 +26,7 @@ const CLAIM = `
 const FACTS = `
   SELECT e.state AS pushState, e.event_time AS writtenAt, e.push_seq AS pushId, v.incident AS incident,
     EXISTS (SELECT 1 FROM assignment_responses r WHERE r.incident_id = e.incident_id AND r.device_id = e.device_id AND r.status <> 'CANCELLED') AS answered,
-    NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id) AS assigned
+    (SELECT max(d.id) FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned') AS lastStandDownId
   FROM events e LEFT JOIN incident_versions v ON v.id = e.version_id
   WHERE e.id = ?`;
 
@@ -36,7 +36,7 @@ interface FactsRow {
   pushId: number;
   incident: string | null;
   answered: number;
-  assigned: number;
+  lastStandDownId: number | null;
 }
 
 /** the steps' queries, answering at once */
@@ -69,7 +69,7 @@ export class WakeStepRows {
 
   private withFacts(r: StepRow, by: string): ClaimedStep {
     const f = this.st.facts.get(r.eventId) as FactsRow | undefined;
-    const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: f.pushId, incident: f.incident, answered: f.answered === 1, assigned: f.assigned === 1 } : null;
+    const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: f.pushId, incident: f.incident, answered: f.answered === 1, lastStandDownId: f.lastStandDownId } : null;
     const targets = (this.st.targets.all(r.deviceId) as { id: number; kind: WakeKind; target: string }[]).map((t) => ({ id: t.id, kind: t.kind, target: JSON.parse(t.target) as WakeTarget }));
     return claimedStep(r, by, push, targets);
   }

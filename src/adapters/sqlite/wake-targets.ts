@@ -3,7 +3,7 @@
 // incident unit of work, itself a synchronous transaction, may call kindsOf directly. The port's
 // calls wait for an open identity transaction (gate.ts), as the webhooks' do.
 import type Database from 'better-sqlite3';
-import type { WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { AssignmentFacts, WakeKind, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
@@ -35,15 +35,14 @@ export class WakeTargetRows {
       insert: p(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, ?, ?, ?)`),
       remove: p(`DELETE FROM wake_targets WHERE id = ? AND device_id = ?`),
       removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
-      openAssignments: p(
-        `SELECT deviceId, incidentId FROM (
-           SELECT DISTINCT w.device_id AS deviceId, (
-             SELECT e.incident_id FROM events e JOIN incidents i ON i.id = e.incident_id
-             WHERE e.device_id = w.device_id AND e.type = 'incidentAssigned' AND i.status = 'OPEN'
-               AND NOT EXISTS (SELECT 1 FROM events d WHERE d.incident_id = e.incident_id AND d.device_id = e.device_id AND d.type = 'incidentDeassigned' AND d.id > e.id)
-             ORDER BY e.id DESC LIMIT 1) AS incidentId
-           FROM wake_targets w WHERE w.kind = 'sms' AND json_extract(w.target, '$.phone') = ?)
-         WHERE incidentId IS NOT NULL ORDER BY deviceId`,
+      assignmentsOfPhone: p(
+        `SELECT e.device_id AS deviceId, e.incident_id AS incidentId,
+           max(CASE WHEN e.type = 'incidentAssigned' THEN e.id END) AS lastAssignedId,
+           max(CASE WHEN e.type = 'incidentDeassigned' THEN e.id END) AS lastStandDownId
+         FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND json_extract(target, '$.phone') = ?) w
+         JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
+         JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
+         GROUP BY e.device_id, e.incident_id`,
       ),
     };
   }
@@ -89,8 +88,8 @@ export class WakeTargetRows {
     return this.st.removeDead.run(targetId).changes > 0;
   }
 
-  openAssignmentsOf(phone: string): { deviceId: number; incidentId: number }[] {
-    return this.st.openAssignments.all(phone) as { deviceId: number; incidentId: number }[];
+  assignmentsOfPhone(phone: string): AssignmentFacts[] {
+    return this.st.assignmentsOfPhone.all(phone) as AssignmentFacts[];
   }
 }
 
@@ -116,7 +115,7 @@ export class SqliteWakeTargets implements WakeTargetStorePort {
   removeDead(targetId: number) {
     return this.gate.pass(() => this.rows.removeDead(targetId));
   }
-  openAssignmentsOf(phone: string) {
-    return this.gate.pass(() => this.rows.openAssignmentsOf(phone));
+  assignmentsOfPhone(phone: string) {
+    return this.gate.pass(() => this.rows.assignmentsOfPhone(phone));
   }
 }

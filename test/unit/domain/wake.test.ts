@@ -9,6 +9,8 @@ import {
   reachedTargets,
   targetResult,
   smsReplyStatus,
+  stillAssigned,
+  newestOpenAssignments,
   smsText,
   stepOf,
   stepStops,
@@ -100,4 +102,30 @@ t.test('when a step records its targets’ results, then the targets it names ar
   t.equal(outcome, 'webpush#11:accepted fcm#12:failed');
   t.same([...reachedTargets(outcome)], [11, 12]);
   t.same([...reachedTargets(null)], []);
+});
+
+t.test('when a push is followed by a stand-down of its device from the incident, then its assignment no longer holds; one before it does not count', async (t) => {
+  t.equal(stillAssigned(10, null), true, 'never stood down');
+  t.equal(stillAssigned(10, 7), true, 'stood down before this push (then assigned again)');
+  t.equal(stillAssigned(10, 12), false, 'stood down after it');
+});
+
+t.test('when an SMS reply comes, then it answers, per device, the newest of its assignments to open incidents that still hold', async (t) => {
+  t.same(
+    newestOpenAssignments([
+      { deviceId: 2, incidentId: 5, lastAssignedId: 40, lastStandDownId: null },
+      { deviceId: 2, incidentId: 6, lastAssignedId: 55, lastStandDownId: 60 }, // newer, but stood down
+      { deviceId: 2, incidentId: 4, lastAssignedId: 30, lastStandDownId: 20 }, // older, assigned again after a stand-down
+      { deviceId: 1, incidentId: 4, lastAssignedId: 31, lastStandDownId: null },
+      { deviceId: 1, incidentId: 7, lastAssignedId: 70, lastStandDownId: 20 },
+      { deviceId: 3, incidentId: 8, lastAssignedId: null, lastStandDownId: 80 }, // a stand-down only
+      { deviceId: 4, incidentId: 9, lastAssignedId: 90, lastStandDownId: 91 },
+    ]),
+    [
+      { deviceId: 1, incidentId: 7 },
+      { deviceId: 2, incidentId: 5 },
+    ],
+    'device 1: its newest (70); device 2: 55 was stood down, 40 is next; devices 3 and 4 hold none',
+  );
+  t.same(newestOpenAssignments([]), []);
 });
