@@ -146,9 +146,10 @@ export interface WritePlan {
   events: PlannedEvent[];
   /**
    * The wake ladder's steps (domain/wake.ts) of the plan's assignments: `event` is the index of
-   * the incidentAssigned push in `events` each step belongs to (its row is written with it).
+   * the incidentAssigned push in `events` each step belongs to (its row is written with it);
+   * `owner`, the user whose write planned it (the wake sender shares its room per owner).
    */
-  wakeSteps: { event: number; step: WakeStep; dueAt: string }[];
+  wakeSteps: { event: number; step: WakeStep; dueAt: string; owner: number }[];
   /**
    * Webhook payloads, each delivered to every webhook that receives it (domain/webhook.ts),
    * written before the incident's row: a deleted incident's links, which say who sees it, go
@@ -208,13 +209,14 @@ const NO_KINDS: ReadonlySet<WakeKind> = new Set();
 /**
  * The ladder's steps of each assignment the plan sends (PENDING: one replaced in the plan itself
  * is never sent, so never escalated), from the wake targets its device holds; none without a ladder.
+ * Each is the `owner`'s, the user writing.
  */
-export function wakeStepsOf(events: readonly PlannedEvent[], ctx: MatchContext, ladder: LadderSettings | null, now: string): WritePlan['wakeSteps'] {
+export function wakeStepsOf(events: readonly PlannedEvent[], ctx: MatchContext, ladder: LadderSettings | null, now: string, owner: number): WritePlan['wakeSteps'] {
   if (ladder === null || !ctx.wakeKinds || ctx.wakeKinds.size === 0) return [];
   const out: WritePlan['wakeSteps'] = [];
   events.forEach((e, event) => {
     if (e.type !== 'incidentAssigned' || e.state !== 'PENDING') return;
-    for (const s of ladderOf(now, ctx.wakeKinds!.get(e.deviceId) ?? NO_KINDS, ladder)) out.push({ event, step: s.step, dueAt: s.dueAt });
+    for (const s of ladderOf(now, ctx.wakeKinds!.get(e.deviceId) ?? NO_KINDS, ladder)) out.push({ event, step: s.step, dueAt: s.dueAt, owner });
   });
   return out;
 }
@@ -232,7 +234,7 @@ export function writePlan(
   const events = plannedEvents(plan.events);
   const supersede: number[] = [];
   for (const e of plan.events) if (e.type === 'incidentDeassigned' && !supersede.includes(e.deviceId)) supersede.push(e.deviceId);
-  const wakeSteps = wakeStepsOf(events, ctx, ladder, now);
+  const wakeSteps = wakeStepsOf(events, ctx, ladder, now, caller.id);
   // each plan written out whole, the same fields in the same order (no spread of a shared base)
   if (decision.write === 'insert') {
     const draft = decision.plan.incident;

@@ -1,5 +1,5 @@
-// The webhook sender's fair share (DESIGN sections 7 and 11; issue 36, decided 2026-11-29): when
-// a node has less room than there are deliveries due, which webhooks its claim takes them from.
+// The senders' fair share (DESIGN sections 7, 11 and 14; issue 36, decided 2026-11-29): when
+// a node has less room than there are deliveries (or wake steps) due, which of them it claims.
 // Pure: the store reads the candidates inside the claim's transaction, calls this, and claims
 // what it chose.
 //
@@ -73,4 +73,16 @@ export function shareClaims(candidates: readonly ShareCandidate[], limits: Share
     out.set(hook!.id, (out.get(hook!.id) ?? 0) + 1);
   }
   return out;
+}
+
+/**
+ * The same share for work that has owners but no webhooks (the wake sender's steps, DESIGN
+ * section 14): how many of each owner's ready items to claim (owner id → count, every count > 0).
+ * One owner is one queue: the room goes one item at a time to the owner holding the fewest of
+ * this node's items in flight, at most `perOwner` each, ties to the lower id (shareClaims, with
+ * one webhook per owner and no per-webhook cap).
+ */
+export function shareByOwner(ready: ReadonlyMap<number, number>, limits: Omit<ShareLimits, 'perWebhook'>): Map<number, number> {
+  const candidates = [...ready].map(([ownerId, n]) => ({ webhookId: ownerId, ownerId, inFlight: 0, ready: n }));
+  return shareClaims(candidates, { ...limits, perWebhook: limits.room });
 }

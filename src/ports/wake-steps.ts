@@ -2,7 +2,8 @@
 // with the push they escalate (WritePlan.wakeSteps), claimed by the wake sender of any node with a
 // lease, as webhook deliveries are (ports/webhooks.ts), and settled once sent or stopped.
 //
-// Claiming: `claim` hands out steps that are PENDING, due, and not held by a live lease; until
+// Claiming: `claim` hands out steps that are PENDING, due, and not held by a live lease, as many
+// of each owner's as the sender's fair share chooses (StepClaim.choose); until
 // the lease ends no other claim (on this node or another) returns them, and `settle` and
 // `recordTarget` take effect only while the caller still holds the step. With each step come
 // what the sender needs to decide whether it still goes (domain/wake.ts stepStops: the push's
@@ -14,6 +15,8 @@ import { reachedTargets, STEP_KINDS, stillAssigned, type StepFacts, type WakeKin
 
 export interface ClaimedStep {
   id: number;
+  /** the user whose write planned it (the fair share's owner) */
+  ownerId: number;
   /** the lease's holder, as claimed */
   by: string;
   step: WakeStep;
@@ -34,7 +37,12 @@ export interface StepClaim {
   until: string;
   /** the lease's holder (this node and claim) */
   by: string;
-  limit: number;
+  /**
+   * How many to claim of each owner's (owner id → count), given how many each has ready (due
+   * and not held); the sender's fair share (domain/webhook-share.ts shareByOwner), which never
+   * asks for more than its room. The store reads `ready` and claims the oldest due of each.
+   */
+  choose(ready: ReadonlyMap<number, number>): Map<number, number>;
 }
 
 /** how a step ended: DONE (sent to every target it had), or STOPPED (the ladder stopped: domain/wake.ts StopReason) */
@@ -55,6 +63,7 @@ export interface WakeStepStorePort {
 /** a claimed step's row, as either adapter reads it (ids as numbers) */
 export interface StepRow {
   id: number;
+  ownerId: number;
   step: WakeStep;
   dueAt: string;
   eventId: number;
@@ -87,6 +96,7 @@ export function claimedStep(r: StepRow, by: string, push: PushRow | null, device
   const kinds = STEP_KINDS[r.step];
   return {
     id: r.id,
+    ownerId: r.ownerId,
     by,
     step: r.step,
     dueAt: r.dueAt,

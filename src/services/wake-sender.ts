@@ -10,9 +10,14 @@
 // bounded by the channel's 10 s), each target's result recorded as it comes (a node taking the
 // step over after a crash does not send it again), a dead target (`gone`) removed; then the step
 // is settled DONE with each target's outcome. Steps run side by side, at most `inFlightMax` at
-// once: a slow provider holds up only its own steps. A channel the operator has not configured
-// has no adapter here: its targets are recorded `not-configured`.
+// once, shared fairly between owners (the users whose writes planned them): the room goes to the
+// owner holding the fewest of this node's steps, and one owner holds at most `perOwner` (half
+// the room by default; domain/webhook-share.ts shareByOwner, as the webhook sender shares its
+// room), so one tenant's flood of incidents, or its devices' targets that hang until the
+// channel's timeout, cannot hold up another tenant's wake-ups. A channel the operator has not
+// configured has no adapter here: its targets are recorded `not-configured`.
 import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
+import { shareByOwner } from '../domain/webhook-share.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
@@ -28,6 +33,8 @@ export interface WakeSenderOptions {
   pollMs?: number;
   /** steps this node works on at once (default 64) */
   inFlightMax?: number;
+  /** steps of one owner this node works on at once (default half of inFlightMax) */
+  perOwner?: number;
   /** a claim's lease: longer than a step's tries (3 × 10 s and the waits between; default 60 s) */
   leaseMs?: number;
   /** waits between tries (tests shorten them); default setTimeout */
@@ -48,6 +55,8 @@ export class WakeSender {
   /** the polling loop (rounds.ts) */
   private readonly rounds: Rounds;
   private readonly inFlight = new Map<number, Promise<void>>();
+  /** this node's steps in flight, by owner (the fair share's `held`) */
+  private readonly held = new Map<number, number>();
   private readonly abort = new AbortController();
   readonly stats = { steps: 0, stopped: 0, sent: 0, lost: 0 };
 
@@ -65,6 +74,7 @@ export class WakeSender {
       pollMs: 500,
       inFlightMax: 64,
       leaseMs: 60_000,
+      perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 64) / 2)),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
       ...options,
     };
@@ -87,13 +97,17 @@ export class WakeSender {
     const now = this.clock.now().getTime();
     const claimed = await this.store.claim({
       ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
-      limit: room,
+      choose: (ready) => shareByOwner(ready, { room, perOwner: this.o.perOwner, held: this.held }),
     });
     for (const s of claimed) {
+      this.held.set(s.ownerId, (this.held.get(s.ownerId) ?? 0) + 1);
       const p = this.work(s)
         .catch((err: unknown) => this.log.error({ err, stepId: s.id }, 'a wake step failed; its lease runs out and it is claimed again'))
         .finally(() => {
           this.inFlight.delete(s.id);
+          const n = (this.held.get(s.ownerId) ?? 1) - 1;
+          if (n > 0) this.held.set(s.ownerId, n);
+          else this.held.delete(s.ownerId);
           this.wake();
         });
       this.inFlight.set(s.id, p);

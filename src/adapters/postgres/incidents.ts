@@ -351,9 +351,9 @@ export class PgIncidents implements IncidentStorePort {
     if (plan.wakeSteps.length > 0) {
       const ofStep = plan.wakeSteps.map((w) => events[w.event]!);
       await c.query(
-        `INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, created_at)
-           SELECT x.e, x.d, $3, x.s, x.due, $6 FROM unnest($1::int8[], $2::int8[], $4::text[], $5::text[]) AS x(e, d, s, due)`,
-        [ofStep.map((e) => e.id), ofStep.map((e) => e.deviceId), incident.id, plan.wakeSteps.map((w) => w.step), plan.wakeSteps.map((w) => w.dueAt), now],
+        `INSERT INTO wake_steps (event_id, device_id, incident_id, owner_id, step, due_at, created_at)
+           SELECT x.e, x.d, $3, x.o, x.s, x.due, $6 FROM unnest($1::int8[], $2::int8[], $4::text[], $5::text[], $7::int8[]) AS x(e, d, s, due, o)`,
+        [ofStep.map((e) => e.id), ofStep.map((e) => e.deviceId), incident.id, plan.wakeSteps.map((w) => w.step), plan.wakeSteps.map((w) => w.dueAt), now, plan.wakeSteps.map((w) => w.owner)],
       );
     }
     return { ok: true, incident, version: plan.version, report: plan.report, events };

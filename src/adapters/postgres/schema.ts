@@ -499,6 +499,11 @@ export const wakeSteps = pgTable(
     claimedUntil: text('claimed_until'),
     claimedBy: text('claimed_by'),
     createdAt: text('created_at').notNull(),
+    /**
+     * (added last, as migration 0010 appends it) the user whose incident write planned the step: the wake sender's fair share is per owner
+     * (domain/webhook-share.ts shareByOwner; 0 for steps written before 2026-11-29)
+     */
+    ownerId: id('owner_id').notNull().default(0),
   },
   (t) => [
     index('wake_steps_due').on(t.state, t.dueAt),

@@ -8,12 +8,19 @@ import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../
 import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { PgDb } from './db.js';
 
+/** a step the sender may claim now ($1): pending, due, and not held by a live lease */
+const READY = `state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)`;
+
+/** how many each owner has ready (the fair share's candidates) */
+const READY_BY_OWNER = `SELECT owner_id AS "ownerId", count(*)::int AS n FROM wake_steps WHERE ${READY} GROUP BY owner_id`;
+
+/** of each owner in $4, its $5 oldest ready steps, claimed (those another claim holds locked are skipped) */
 const CLAIM = `WITH due AS (
-    SELECT id FROM wake_steps WHERE state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
-    ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED
+    SELECT s.id FROM unnest($4::int8[], $5::int[]) AS c(owner, n)
+    CROSS JOIN LATERAL (SELECT id FROM wake_steps WHERE ${READY} AND owner_id = c.owner ORDER BY due_at LIMIT c.n FOR UPDATE SKIP LOCKED) s
   )
   UPDATE wake_steps s SET claimed_until = $2, claimed_by = $3 FROM due WHERE s.id = due.id
-  RETURNING s.id, s.step, s.due_at AS "dueAt", s.event_id AS "eventId", s.device_id AS "deviceId", s.incident_id AS "incidentId", s.outcome`;
+  RETURNING s.id, s.owner_id AS "ownerId", s.step, s.due_at AS "dueAt", s.event_id AS "eventId", s.device_id AS "deviceId", s.incident_id AS "incidentId", s.outcome`;
 
 const FACTS = `SELECT e.id, e.state AS "pushState", e.event_time AS "writtenAt", e.push_seq AS "pushId", v.incident,
     EXISTS (SELECT 1 FROM assignment_responses r WHERE r.incident_id = e.incident_id AND r.device_id = e.device_id AND r.status <> 'CANCELLED') AS answered,
@@ -25,6 +32,7 @@ type Num = string | number;
 
 interface ClaimRow {
   id: Num;
+  ownerId: Num;
   step: WakeStep;
   dueAt: string;
   eventId: Num;
@@ -51,7 +59,10 @@ export class PgWakeSteps implements WakeStepStorePort {
   }
 
   async claim(o: StepClaim): Promise<ClaimedStep[]> {
-    const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, o.limit])).rows;
+    const { rows: ready } = await this.pool.query<{ ownerId: Num; n: number }>(READY_BY_OWNER, [o.now]);
+    const chosen = [...o.choose(new Map(ready.map((r) => [Number(r.ownerId), r.n])))];
+    if (chosen.length === 0) return [];
+    const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, chosen.map(([owner]) => owner), chosen.map(([, n]) => n)])).rows;
     if (claimed.length === 0) return [];
     const facts = new Map<number, FactsRow>();
     for (const f of (await this.pool.query<FactsRow>(FACTS, [claimed.map((r) => r.eventId)])).rows) facts.set(Number(f.id), f);
@@ -69,7 +80,7 @@ export class PgWakeSteps implements WakeStepStorePort {
     }
     return claimed.map((r) => {
       const f = facts.get(Number(r.eventId));
-      const row = { id: Number(r.id), step: r.step, dueAt: r.dueAt, eventId: Number(r.eventId), deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), outcome: r.outcome };
+      const row = { id: Number(r.id), ownerId: Number(r.ownerId), step: r.step, dueAt: r.dueAt, eventId: Number(r.eventId), deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), outcome: r.outcome };
       const push = f ? { pushState: f.pushState, writtenAt: f.writtenAt, pushId: Number(f.pushId), incident: f.incident, answered: f.answered, lastStandDownId: f.lastStandDownId === null ? null : Number(f.lastStandDownId) } : null;
       return claimedStep(row, o.by, push, targets.get(row.deviceId) ?? []);
     });

@@ -107,7 +107,7 @@ export class IncidentRows {
         `INSERT INTO assignment_responses (incident_id, device_id, callsign, status, times) VALUES (@incident, @device, @callsign, 'CANCELLED', json_object('CANCELLED', @now))
          ON CONFLICT (incident_id, device_id) DO UPDATE SET status = 'CANCELLED', times = json_set(times, '$.CANCELLED', @now)`,
       ),
-      insertWakeStep: p(`INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`),
+      insertWakeStep: p(`INSERT INTO wake_steps (event_id, device_id, incident_id, owner_id, step, due_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`),
       // a new assignment starts at NONE (after an earlier one of the device was stood down)
       restart: p(`DELETE FROM assignment_responses WHERE incident_id = ? AND device_id = ?`),
     };
@@ -356,7 +356,7 @@ export class IncidentRows {
     for (const key of plan.callsignKeys.remove) this.st.deleteCallsign.run(key, incident.id);
     for (const key of plan.callsignKeys.add) this.st.insertCallsign.run(key, incident.id);
     const events = this.writeEvents(incident, plan);
-    for (const w of plan.wakeSteps) this.st.insertWakeStep.run(events[w.event]!.id, events[w.event]!.deviceId, incident.id, w.step, w.dueAt, now);
+    for (const w of plan.wakeSteps) this.st.insertWakeStep.run(events[w.event]!.id, events[w.event]!.deviceId, incident.id, w.owner, w.step, w.dueAt, now);
     if (row.write === 'delete') this.st.delete.run(incident.id);
     return { ok: true, incident, version: plan.version, report: plan.report, events };
   }

@@ -460,6 +460,11 @@ export const wakeSteps = sqliteTable(
     claimedUntil: text('claimed_until'),
     claimedBy: text('claimed_by'),
     createdAt: text('created_at').notNull(),
+    /**
+     * (added last, as migration 0022 appends it) the user whose incident write planned the step: the wake sender's fair share is per owner
+     * (domain/webhook-share.ts shareByOwner; 0 for steps written before 2026-11-29)
+     */
+    ownerId: integer('owner_id').notNull().default(0),
   },
   (t) => [
     // the sender: the due steps; the responders list and the stop rules: a device's steps of an incident

@@ -16,12 +16,17 @@ import type { Db } from './db.js';
 import type { Gate } from './gate.js';
 import { relaxedTransaction } from './engine/relaxed.js';
 
+/** a step the sender may claim now: pending, due, and not held by a live lease */
+const READY = `state = 'PENDING' AND due_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)`;
+
+/** how many each owner has ready (the fair share's candidates) */
+const READY_BY_OWNER = `SELECT owner_id AS ownerId, count(*) AS n FROM wake_steps WHERE ${READY} GROUP BY owner_id`;
+
+/** the owner's `limit` oldest ready steps, claimed */
 const CLAIM = `
   UPDATE wake_steps SET claimed_until = @until, claimed_by = @by
-  WHERE id IN (
-    SELECT id FROM wake_steps WHERE state = 'PENDING' AND due_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)
-    ORDER BY due_at LIMIT @limit)
-  RETURNING id, step, due_at AS dueAt, event_id AS eventId, device_id AS deviceId, incident_id AS incidentId, outcome`;
+  WHERE id IN (SELECT id FROM wake_steps WHERE ${READY} AND owner_id = @owner ORDER BY due_at LIMIT @limit)
+  RETURNING id, owner_id AS ownerId, step, due_at AS dueAt, event_id AS eventId, device_id AS deviceId, incident_id AS incidentId, outcome`;
 
 const FACTS = `
   SELECT e.state AS pushState, e.event_time AS writtenAt, e.push_seq AS pushId, v.incident AS incident,
@@ -49,6 +54,7 @@ export class WakeStepRows {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
+      ready: p(READY_BY_OWNER),
       claim: p(CLAIM),
       facts: p(FACTS),
       targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
@@ -62,8 +68,12 @@ export class WakeStepRows {
 
   claim(o: StepClaim): ClaimedStep[] {
     return relaxedTransaction(this.sqlite, this.level, () => {
-      const claimed = this.st.claim.all({ now: o.now, until: o.until, by: o.by, limit: o.limit }) as StepRow[];
-      return claimed.map((r) => this.withFacts(r, o.by));
+      const ready = new Map((this.st.ready.all({ now: o.now }) as { ownerId: number; n: number }[]).map((r) => [r.ownerId, r.n]));
+      const out: ClaimedStep[] = [];
+      for (const [owner, limit] of o.choose(ready)) {
+        for (const r of this.st.claim.all({ now: o.now, until: o.until, by: o.by, owner, limit }) as StepRow[]) out.push(this.withFacts(r, o.by));
+      }
+      return out;
     });
   }
 

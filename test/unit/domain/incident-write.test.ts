@@ -122,9 +122,9 @@ t.test('when a plan assigns devices holding wake targets, then each assignment i
   const ctx: MatchContext = { ...match({ e1: [1], e3: [3] }), wakeKinds: new Map<number, ReadonlySet<WakeKind>>([[1, new Set<WakeKind>(['fcm', 'sms'])], [9, new Set<WakeKind>(['voice'])]]) };
   const p = planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1', 'E3'] }, NOW, ladder)(null, ctx));
   t.same(p.wakeSteps, [
-    { event: 0, step: 'wake', dueAt: '2026-11-29T04:00:05.000Z' },
-    { event: 0, step: 'sms', dueAt: '2026-11-29T04:01:00.000Z' },
-  ], 'device 1: wake-up and SMS (voice is off); device 3 holds no target');
+    { event: 0, step: 'wake', dueAt: '2026-11-29T04:00:05.000Z', owner: cad.id },
+    { event: 0, step: 'sms', dueAt: '2026-11-29T04:01:00.000Z', owner: cad.id },
+  ], 'device 1: wake-up and SMS (voice is off); device 3 holds no target; each the writer’s');
   t.same(planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1'] }, NOW)(null, ctx)).wakeSteps, [], 'no ladder: no steps');
   t.same(planOf(planCreateWrite(cad, { ...body, originId: 'CAD-8', resources: ['E1'] }, NOW, ladder)(null, match({ e1: [1] }))).wakeSteps, [], 'no targets read: no steps');
   const up = planOf(planUpdateWrite(cad, { ...body, resources: ['E2', 'E1'] }, NOW, null, ladder)(current({ assignments: [assigned[1]!] , incident: { ...incident, resources: ['E2'] } }), ctx));
@@ -134,5 +134,5 @@ t.test('when a plan assigns devices holding wake targets, then each assignment i
     { type: 'incidentAssigned', deviceId: 1, online: false, attributes: { callsign: 'E1' } },
     { type: 'incidentDeassigned', deviceId: 1, online: false, attributes: { callsign: 'E1' } },
   ]);
-  t.same(wakeStepsOf(pair, ctx, ladder, NOW), [], 'an assignment replaced in its own plan is never sent, so never escalated');
+  t.same(wakeStepsOf(pair, ctx, ladder, NOW, cad.id), [], 'an assignment replaced in its own plan is never sent, so never escalated');
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { shareClaims, type ShareCandidate, type ShareLimits } from '../../../src/domain/webhook-share.js';
+import { shareByOwner, shareClaims, type ShareCandidate, type ShareLimits } from '../../../src/domain/webhook-share.js';
 
 const limits = (over: Partial<ShareLimits> = {}): ShareLimits => ({ room: 32, perWebhook: 4, perOwner: 16, held: new Map(), ...over });
 const hook = (webhookId: number, ownerId: number, ready: number, inFlight = 0): ShareCandidate => ({ webhookId, ownerId, ready, inFlight });
@@ -26,4 +26,23 @@ t.test('when an owner holds perOwner, then it gets no more, even with room left'
 t.test('when a webhook has fewer ready than its cap allows, then it is given no more than it has', async (t) => {
   t.same(plain(shareClaims([hook(1, 1, 1), hook(2, 2, 0)], limits())), { 1: 1 });
   t.same(plain(shareClaims([hook(1, 1, 4, 1)], limits())), { 1: 3 }, 'the cap counts what is in flight');
+});
+
+t.test('when wake steps of several owners are due and the room is short, then each owner gets one in turn, fewest held first, at most perOwner, never more than it has ready', async (t) => {
+  const ready = new Map([
+    [1, 50], // a flood
+    [2, 1],
+    [3, 2],
+  ]);
+  t.same([...shareByOwner(ready, { room: 4, perOwner: 2, held: new Map() })].sort(), [
+    [1, 2],
+    [2, 1],
+    [3, 1],
+  ]);
+  t.same([...shareByOwner(ready, { room: 8, perOwner: 2, held: new Map([[1, 2]]) })].sort(), [
+    [2, 1],
+    [3, 2],
+  ], 'the flooding owner at its cap gets nothing; the others all they have');
+  t.same([...shareByOwner(new Map([[1, 50]]), { room: 3, perOwner: 8, held: new Map() })], [[1, 3]], 'never more than the room');
+  t.same(shareByOwner(new Map(), { room: 3, perOwner: 2, held: new Map() }).size, 0);
 });

@@ -12,6 +12,7 @@ const quiet = { warn: () => {}, error: () => {}, debug: () => {} };
 function step(over: Partial<ClaimedStep> = {}): ClaimedStep {
   return {
     id: 1,
+    ownerId: 5,
     by: 'x',
     step: 'wake',
     dueAt: '2026-11-29T05:00:05.000Z',

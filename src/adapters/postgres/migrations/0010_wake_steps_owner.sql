@@ -1,0 +1,1 @@
+ALTER TABLE "wake_steps" ADD COLUMN "owner_id" bigint DEFAULT 0 NOT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE `wake_steps` ADD `owner_id` integer DEFAULT 0 NOT NULL;
