@@ -7,9 +7,17 @@ import type pg from 'pg';
 import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
 import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { PgDb } from './db.js';
+import { DEAD_AFTER_S } from './presence.js';
 
+// A step is free when no lease holds it, or when its lease's node is another node presumed dead
+// (presence.ts: no `nodes` row, or no heartbeat for DEAD_AFTER_S by the database's clock; a
+// lease's holder is `<NODE_ID>:…`, services/rounds.ts): a crashed node's steps are taken over
+// then, not at its lease's end (60 s). A node never takes its own steps back early: they are in
+// its hands (2026-11-29, issue 39).
 const CLAIM = `WITH due AS (
-    SELECT id FROM wake_steps WHERE state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)
+    SELECT id FROM wake_steps w WHERE state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1
+      OR (split_part(w.claimed_by, ':', 1) <> split_part($3, ':', 1)
+        AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = split_part(w.claimed_by, ':', 1) AND n.heartbeat_at > now() - make_interval(secs => ${DEAD_AFTER_S}))))
     ORDER BY due_at LIMIT $4 FOR UPDATE SKIP LOCKED
   )
   UPDATE wake_steps s SET claimed_until = $2, claimed_by = $3 FROM due WHERE s.id = due.id
