@@ -7,17 +7,25 @@ import type pg from 'pg';
 import { targetResult, type WakeKind, type WakeStep, type WakeTarget } from '../../domain/wake.js';
 import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { PgDb } from './db.js';
+import { DEAD_AFTER_S } from './presence.js';
 
-/** a step the sender may claim now ($1): pending, due, and not held by a live lease */
-const READY = `state = 'PENDING' AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1)`;
+// A step the sender may claim now: pending, due, and free. It is free when no lease holds it, or
+// when its lease's node is another node presumed dead (presence.ts: no `nodes` row, or no
+// heartbeat for DEAD_AFTER_S by the database's clock; a lease's holder is `<NODE_ID>:…`,
+// services/rounds.ts): a crashed node's steps are taken over then, not at its lease's end (60 s).
+// A node never takes its own steps back early: they are in its hands (2026-11-29, issue 39).
+// `now` and `by` name the statement's parameters: the claim's time and its lease's holder.
+const ready = (now: string, by: string) => `w.state = 'PENDING' AND w.due_at <= ${now} AND (w.claimed_until IS NULL OR w.claimed_until <= ${now}
+      OR (split_part(w.claimed_by, ':', 1) <> split_part(${by}, ':', 1)
+        AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = split_part(w.claimed_by, ':', 1) AND n.heartbeat_at > now() - make_interval(secs => ${DEAD_AFTER_S}))))`;
 
 /** how many each owner has ready (the fair share's candidates) */
-const READY_BY_OWNER = `SELECT owner_id AS "ownerId", count(*)::int AS n FROM wake_steps WHERE ${READY} GROUP BY owner_id`;
+const READY_BY_OWNER = `SELECT w.owner_id AS "ownerId", count(*)::int AS n FROM wake_steps w WHERE ${ready('$1', '$2')} GROUP BY w.owner_id`;
 
 /** of each owner in $4, its $5 oldest ready steps, claimed (those another claim holds locked are skipped) */
 const CLAIM = `WITH due AS (
     SELECT s.id FROM unnest($4::int8[], $5::int[]) AS c(owner, n)
-    CROSS JOIN LATERAL (SELECT id FROM wake_steps WHERE ${READY} AND owner_id = c.owner ORDER BY due_at LIMIT c.n FOR UPDATE SKIP LOCKED) s
+    CROSS JOIN LATERAL (SELECT w.id FROM wake_steps w WHERE ${ready('$1', '$3')} AND w.owner_id = c.owner ORDER BY w.due_at LIMIT c.n FOR UPDATE SKIP LOCKED) s
   )
   UPDATE wake_steps s SET claimed_until = $2, claimed_by = $3 FROM due WHERE s.id = due.id
   RETURNING s.id, s.owner_id AS "ownerId", s.step, s.due_at AS "dueAt", s.event_id AS "eventId", s.device_id AS "deviceId", s.incident_id AS "incidentId", s.outcome`;
@@ -59,8 +67,8 @@ export class PgWakeSteps implements WakeStepStorePort {
   }
 
   async claim(o: StepClaim): Promise<ClaimedStep[]> {
-    const { rows: ready } = await this.pool.query<{ ownerId: Num; n: number }>(READY_BY_OWNER, [o.now]);
-    const chosen = [...o.choose(new Map(ready.map((r) => [Number(r.ownerId), r.n])))];
+    const { rows: candidates } = await this.pool.query<{ ownerId: Num; n: number }>(READY_BY_OWNER, [o.now, o.by]);
+    const chosen = [...o.choose(new Map(candidates.map((r) => [Number(r.ownerId), r.n])))];
     if (chosen.length === 0) return [];
     const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, chosen.map(([owner]) => owner), chosen.map(([, n]) => n)])).rows;
     if (claimed.length === 0) return [];
