@@ -20,6 +20,11 @@
 // rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
 // server); BENCH_PG_DURATION_S (5) sizes its throughput windows, BENCH_PG_ALERT_S (15) its
 // alert window.
+// `wake` (not run by default; about 40 s) wakes 2 000 offline devices through Web Push
+// while the alert-latency devices take their pushes (scripts/bench/wake.ts); BENCH_WAKE_DEVICES
+// (2 000), BENCH_WAKE_CALLSIGNS (1 offline callsign of 2 devices per incident), BENCH_WAKE_AFTER_S
+// (1) and BENCH_WAKE_S (20) size it, BENCH_ALERT_DEVICES its online devices; BENCH_WAKE_DUMP=file
+// writes each wake-up's due and arrival time there.
 // Nothing here is a test: figures depend on the machine; BENCHMARKS.md records a run.
 // Every process it starts, and this one (package.json), runs with `--v8-pool-size=0`, as
 // `npm start` runs the service: on a small machine Node's fixed four GC helper threads per
@@ -42,6 +47,7 @@ import { sweeperBench } from './bench/sweeper.js';
 import { formatIdempotency, formatIdempotencyPaced, idempotencyBench, idempotencyPaced } from './bench/idempotency.js';
 import { parseParts } from './bench/parts.js';
 import { formatPostgres, postgresBench, type PostgresBenchResult } from './bench/postgres.js';
+import { formatWake, wakeBench, type WakeResult } from './bench/wake.js';
 import { openDatabase } from '../src/adapters/sqlite/db.js';
 import { IncidentRows } from '../test/fixtures/incident-store.js';
 import { callsignKey } from '../src/domain/callsign.js';
@@ -279,6 +285,24 @@ function runPostgres(): Promise<PostgresBenchResult> | null {
   });
 }
 
+/** the wake part (scripts/bench/wake.ts), if --only names it */
+function runWake(): Promise<WakeResult> | null {
+  if (!only.has('wake')) return null;
+  console.log('waking offline devices through Web Push beside the alert-latency devices…');
+  return wakeBench({
+    root,
+    work,
+    startService,
+    children,
+    online: Number(process.env.BENCH_ALERT_DEVICES ?? 2000),
+    offline: Number(process.env.BENCH_WAKE_DEVICES ?? 2000),
+    perIncident: Number(process.env.BENCH_WAKE_CALLSIGNS ?? 1),
+    rate: 100,
+    seconds: Number(process.env.BENCH_WAKE_S ?? 20),
+    wakeAfterS: Number(process.env.BENCH_WAKE_AFTER_S ?? 1),
+  });
+}
+
 async function main(): Promise<void> {
   // a patched copy is run as it is
   if (SERVICE_ROOT) console.log(`the service from ${SERVICE_ROOT}/dist/src/main.js, not built here`);
@@ -292,31 +316,34 @@ async function main(): Promise<void> {
     const rounds = Number(process.env.BENCH_MECHANISMS_ROUNDS ?? 5);
     console.log(await mechanismsBench({ work, startService, bareBase: bare.base, load, seconds, rounds }));
     bare.child.kill('SIGTERM');
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('sweeper') && !only.has('idempotency')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('sweeper') && !only.has('idempotency') && !only.has('wake')) return;
   }
   if (only.has('sweeper')) {
     const seconds = Number(process.env.BENCH_SWEEPER_S ?? 5);
     const rounds = Number(process.env.BENCH_SWEEPER_ROUNDS ?? 5);
     const oldEvents = Number(process.env.BENCH_SWEEPER_EVENTS ?? 400_000);
     console.log(await sweeperBench({ work, startService, load, seconds, rounds, oldEvents }));
-    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('idempotency')) return;
+    if (!only.has('classic') && !only.has('alert') && !only.has('storm') && !only.has('postgres') && !only.has('idempotency') && !only.has('wake')) return;
   }
-  if (!only.has('classic') && (only.has('alert') || only.has('storm') || only.has('postgres'))) {
+  if (!only.has('classic') && (only.has('alert') || only.has('storm') || only.has('postgres') || only.has('wake'))) {
     const responderRun = await runResponder();
     const pgRun = await runPostgres();
+    const wakeRun = await runWake();
     const r = responderRun ? formatResponder(responderRun) : null;
     const p = pgRun ? formatPostgres(pgRun) : null;
+    const w = wakeRun ? formatWake(wakeRun) : null;
     if (pgRun) {
       console.log(`\n## Throughput at ${CONNECTIONS} connections (PostgreSQL, ${PG_DURATION} s each; LOG_LEVEL=warn)\n`);
       console.log(fmt(pgRun.rows));
     }
     if (r) console.log(r.text);
     if (p) console.log(p.text);
+    if (w) console.log(w.text);
     console.log(`\n## Checks\n`);
     console.log(`| check | measured | target | |`);
     console.log(`|---|---|---|---|`);
-    for (const c of [...(r?.checks ?? []), ...(p?.checks ?? [])]) console.log(c);
-    const limits = [...(r?.limits ?? []), ...(p?.limits ?? [])];
+    for (const c of [...(r?.checks ?? []), ...(p?.checks ?? []), ...(w?.checks ?? [])]) console.log(c);
+    const limits = [...(r?.limits ?? []), ...(p?.limits ?? []), ...(w?.limits ?? [])];
     console.log(`\n## What limits the targets not met\n`);
     console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
     if (!only.has('idempotency')) return;
@@ -446,6 +473,8 @@ async function main(): Promise<void> {
   const responder = responderRun ? formatResponder(responderRun) : null;
   const pgRun = await runPostgres();
   const postgres = pgRun ? formatPostgres(pgRun) : null;
+  const wakeRun = await runWake();
+  const wake = wakeRun ? formatWake(wakeRun) : null;
   // the PostgreSQL rows join the same table (no bare route ran beside them: no ratio)
   if (pgRun) rows.push(...pgRun.rows);
 
@@ -468,6 +497,7 @@ async function main(): Promise<void> {
   console.log(fmt(fixed));
   if (responder) console.log(responder.text);
   if (postgres) console.log(postgres.text);
+  if (wake) console.log(wake.text);
   console.log(`\n## Checks\n`);
   console.log(`| check | measured | target | |`);
   console.log(`|---|---|---|---|`);
@@ -481,6 +511,7 @@ async function main(): Promise<void> {
   console.log(`| reconnect drain: 10 000 queued pushes to one device | ${d.ms.toFixed(0)} ms | <= 2000 ms | ${target(d.ms <= 2000)} |`);
   for (const c of responder?.checks ?? []) console.log(c);
   for (const c of postgres?.checks ?? []) console.log(c);
+  for (const c of wake?.checks ?? []) console.log(c);
   console.log(`\nerrors (non-2xx, timeouts) during load: ${[...rows, ...fixed].reduce((a, r) => a + r.errors, bareErrors + pacedRows.reduce((a, p) => a + p.r.errors, 0))}`);
 
   const pct = (v: number) => `${v.toFixed(0)} %`;
@@ -557,6 +588,7 @@ async function main(): Promise<void> {
   }
   limits.push(...(responder?.limits ?? []));
   limits.push(...(postgres?.limits ?? []));
+  limits.push(...(wake?.limits ?? []));
   console.log(limits.length > 0 ? limits.join('\n') : 'none: every target is met');
   console.log(`\n## The incident store alone (in process, no HTTP: ${storeCreate.operations} creates, then ${storeUpdate.operations} updates, in groups of 25)\n`);
   console.log(formatStoreProfile(storeCreate));

@@ -5,7 +5,8 @@
 //  - connect: open one socket per device (a bounded number of handshakes at a time), and ack
 //    every push it receives, as a device would;
 //  - alert: the CAD creates incidents at a fixed rate, open loop (paced.ts); the latency of
-//    each push is from the request's send to the frame's arrival on the device's socket;
+//    each push is from the request's send to the frame's arrival on the device's socket (with
+//    `offline`, each incident also names callsigns of devices without a socket: the wake part);
 //  - disconnect: close every socket;
 //  - storm: open every socket at once and time until each has received `expect` frames.
 // Run with `node --v8-pool-size=0 --import tsx scripts/bench/devices.ts` (stdio with 'ipc').
@@ -31,6 +32,11 @@ export type Command =
       run: string;
       /** callsigns of the connected devices, each with its device ids */
       callsigns: [string, number[]][];
+      /**
+       * callsigns of devices that hold no socket (the wake part, wake.ts): each incident names
+       * `perIncident` of them too, in turn; their pushes are not waited for here
+       */
+      offline?: { callsigns: string[]; perIncident: number };
     }
   | { cmd: 'disconnect' }
   | { cmd: 'storm'; url: string; devices: Device[]; expect: number; timeoutMs: number }
@@ -74,6 +80,8 @@ export interface AlertResult {
   sampleFrame: string;
   /** sockets closed by the server during the run (close code: count) */
   closed: Record<string, number>;
+  /** with `offline`: each incident's create, sent and answered, epoch ms (index k is originId `<run>-a<k>`) */
+  times?: { sent: number[]; answered: number[] };
 }
 
 export interface StormResult {
@@ -169,6 +177,8 @@ async function disconnect(): Promise<void> {
 async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult> {
   const total = Math.round(c.rate * c.seconds);
   const three = (k: number) => [0, 1, 2].map((j) => c.callsigns[(3 * k + j) % c.callsigns.length]!);
+  const off = c.offline;
+  const offlineOf = (k: number): string[] => (off ? Array.from({ length: off.perIncident }, (_, j) => off.callsigns[(k * off.perIncident + j) % off.callsigns.length]!) : []);
   // the k-th incident's send time, and which of its devices have had their frame
   const sent = new Float64Array(total).fill(NaN);
   const due = new Float64Array(total).fill(NaN);
@@ -226,7 +236,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
         longitude: -0.1,
         priority: 1,
         description: 'alert latency',
-        resources: three(n++).map(([callsign]) => callsign),
+        resources: [...three(n).map(([callsign]) => callsign), ...offlineOf(n++)],
       }),
     onSent: (dueAt, at) => {
       if (s === 0) start = dueAt;
@@ -262,6 +272,7 @@ async function alert(c: Extract<Command, { cmd: 'alert' }>): Promise<AlertResult
     stalls: stalls(samples, 25, 500),
     sampleFrame,
     closed: { ...closed },
+    ...(off ? { times: { sent: Array.from(sent, (t) => performance.timeOrigin + t), answered: Array.from(answered, (t) => performance.timeOrigin + t) } } : {}),
   };
 }
 

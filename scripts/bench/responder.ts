@@ -102,7 +102,7 @@ export interface LoopDelay {
 }
 
 /** reads the service's delay histogram and starts a new window; undefined when it has none */
-function loopDelay(child: ChildProcess): Promise<LoopDelay | undefined> {
+export function loopDelay(child: ChildProcess): Promise<LoopDelay | undefined> {
   if (!child.send) return Promise.resolve(undefined);
   return new Promise((resolve) => {
     const timer = setTimeout(() => (child.off('message', on), resolve(undefined)), 5000);
