@@ -20,7 +20,7 @@
 // rows in the same table, and alert latency across nodes (scripts/bench/postgres.ts says on which
 // server); BENCH_PG_DURATION_S (5) sizes its throughput windows, BENCH_PG_ALERT_S (15) its
 // alert window.
-// `wake` (not run by default; about 40 s) wakes 2 000 offline devices through Web Push
+// `wake` (run by default; about 40 s) wakes 2 000 offline devices through Web Push
 // while the alert-latency devices take their pushes (scripts/bench/wake.ts); BENCH_WAKE_DEVICES
 // (2 000), BENCH_WAKE_CALLSIGNS (1 offline callsign of 2 devices per incident), BENCH_WAKE_AFTER_S
 // (1) and BENCH_WAKE_S (20) size it, BENCH_ALERT_DEVICES its online devices; BENCH_WAKE_DUMP=file

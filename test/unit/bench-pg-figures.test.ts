@@ -79,11 +79,11 @@ t.test('when no scheduler statistics exist, then the limit says how to profile',
 });
 
 t.test('when --postgres is given, then it is added to the default parts, or to those --only names', async (t) => {
-  t.same(parseParts([]), { parts: new Set(['classic', 'alert', 'storm']) });
-  t.same(parseParts(['--postgres']), { parts: new Set(['classic', 'alert', 'storm', 'postgres']) });
+  t.same(parseParts([]), { parts: new Set(['classic', 'alert', 'storm', 'wake']) });
+  t.same(parseParts(['--postgres']), { parts: new Set(['classic', 'alert', 'storm', 'wake', 'postgres']) });
   t.same(parseParts(['--only', 'postgres']), { parts: new Set(['postgres']) });
   t.same(parseParts(['--only=classic', '--postgres']), { parts: new Set(['classic', 'postgres']) });
-  t.match(parseParts(['--only', 'postgress']), { error: /--only takes a comma-separated list of classic, alert, storm, mechanisms, sweeper, idempotency, postgres; got postgress/ });
+  t.match(parseParts(['--only', 'postgress']), { error: /--only takes a comma-separated list of classic, alert, storm, mechanisms, sweeper, idempotency, postgres, wake; got postgress/ });
   t.ok('error' in parseParts(['--only', ',']), 'an empty list is refused');
 });
 
