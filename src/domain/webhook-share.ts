@@ -75,14 +75,41 @@ export function shareClaims(candidates: readonly ShareCandidate[], limits: Share
   return out;
 }
 
+/** an owner's work of one lane ready to be claimed (the wake sender: a lane is a ladder step) */
+export interface LaneReady {
+  ownerId: number;
+  lane: string;
+  /** how many are ready (or, in a share's answer, how many to claim) */
+  ready: number;
+}
+
+export interface LaneLimits {
+  /** items this claim may take (the node's free room) */
+  room: number;
+  /** this node's items in flight of one owner, at most */
+  perOwner: number;
+  /** this node's items in flight of one owner's lane, at most */
+  perLane: number;
+  /** this node's items in flight, by owner */
+  held: ReadonlyMap<number, number>;
+  /** this node's items in flight, by owner and lane (laneKey) */
+  heldLanes: ReadonlyMap<string, number>;
+}
+
+export function laneKey(ownerId: number, lane: string): string {
+  return `${ownerId}:${lane}`;
+}
+
 /**
- * The same share for work that has owners but no webhooks (the wake sender's steps, DESIGN
- * section 14): how many of each owner's ready items to claim (owner id → count, every count > 0).
- * One owner is one queue: the room goes one item at a time to the owner holding the fewest of
- * this node's items in flight, at most `perOwner` each, ties to the lower id (shareClaims, with
- * one webhook per owner and no per-webhook cap).
+ * The same share for work that has owners and lanes but no webhooks (the wake sender's steps,
+ * DESIGN section 14): how many of each owner's lane to claim (each count > 0). The room goes one
+ * item at a time to the owner holding the fewest of this node's items, at most `perOwner` each,
+ * then within it to its lane holding the fewest, at most `perLane` each (shareClaims, a lane for a
+ * webhook): one tenant cannot hold up another's wake-ups, and within a tenant a provider that
+ * hangs (its wake-ups' lane full) cannot hold up the SMS and calls that escalate past it.
  */
-export function shareByOwner(ready: ReadonlyMap<number, number>, limits: Omit<ShareLimits, 'perWebhook'>): Map<number, number> {
-  const candidates = [...ready].map(([ownerId, n]) => ({ webhookId: ownerId, ownerId, inFlight: 0, ready: n }));
-  return shareClaims(candidates, { ...limits, perWebhook: limits.room });
+export function shareLanes(ready: readonly LaneReady[], limits: LaneLimits): LaneReady[] {
+  const candidates = ready.map((r, i) => ({ webhookId: i, ownerId: r.ownerId, inFlight: limits.heldLanes.get(laneKey(r.ownerId, r.lane)) ?? 0, ready: r.ready }));
+  const chosen = shareClaims(candidates, { room: limits.room, perWebhook: limits.perLane, perOwner: limits.perOwner, held: limits.held });
+  return [...chosen].map(([i, n]) => ({ ownerId: ready[i]!.ownerId, lane: ready[i]!.lane, ready: n }));
 }

@@ -3,7 +3,7 @@
 // lease, as webhook deliveries are (ports/webhooks.ts), and settled once sent or stopped.
 //
 // Claiming: `claim` hands out steps that are PENDING, due, and not held by a live lease, as many
-// of each owner's as the sender's fair share chooses (StepClaim.choose); until
+// of each owner's steps of each kind as the sender's fair share chooses (StepClaim.choose); until
 // the lease ends no other claim (on this node or another) returns them, and `settle` and
 // `recordTarget` take effect only while the caller still holds the step. With each step come
 // what the sender needs to decide whether it still goes (domain/wake.ts stepStops: the push's
@@ -11,6 +11,7 @@
 // assignment, when the push was written), what the wake-up says, and the device's targets of the
 // step's kinds not yet reached by this step (a target whose result was recorded is not sent
 // again when another node takes the step over).
+import type { LaneReady } from '../domain/webhook-share.js';
 import { reachedTargets, STEP_KINDS, stillAssigned, type StepFacts, type WakeKind, type WakeMessage, type WakeStep, type WakeTarget } from '../domain/wake.js';
 
 export interface ClaimedStep {
@@ -38,11 +39,12 @@ export interface StepClaim {
   /** the lease's holder (this node and claim) */
   by: string;
   /**
-   * How many to claim of each owner's (owner id → count), given how many each has ready (due
-   * and not held); the sender's fair share (domain/webhook-share.ts shareByOwner), which never
-   * asks for more than its room. The store reads `ready` and claims the oldest due of each.
+   * How many to claim of each owner's steps of each kind (lane: the step, wake, sms or voice),
+   * given how many of each are ready (due and free); the sender's fair share
+   * (domain/webhook-share.ts shareLanes), which never asks for more than its room. The store
+   * reads `ready` and claims the oldest due of each.
    */
-  choose(ready: ReadonlyMap<number, number>): Map<number, number>;
+  choose(ready: readonly LaneReady[]): LaneReady[];
 }
 
 /** how a step ended: DONE (sent to every target it had), or STOPPED (the ladder stopped: domain/wake.ts StopReason) */
@@ -58,6 +60,8 @@ export interface WakeStepStorePort {
   recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean>;
   /** the step ended, while held; false: the lease was lost */
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
+  /** a held step given back unfinished (its node stops): claimable at once, its recorded targets kept */
+  release(step: { id: number; by: string }): Promise<boolean>;
 }
 
 /** a claimed step's row, as either adapter reads it (ids as numbers) */

@@ -2,7 +2,7 @@
 // of work write (ports/wake-steps.ts), on every node, as the webhook sender works through
 // deliveries.
 //
-// Every `pollMs` (and at once after a round that found work, or when woken) it claims due steps
+// Every `pollMs` (and soon after a round that found work, or when a step ends) it claims due steps
 // with a lease. For each: if the ladder has stopped (domain/wake.ts stepStops: acknowledged,
 // answered, stood down, expired) the step is settled STOPPED and nothing is sent; otherwise each
 // of the device's targets of the step's kinds is sent one wake-up through its channel
@@ -10,14 +10,17 @@
 // bounded by the channel's 10 s), each target's result recorded as it comes (a node taking the
 // step over after a crash does not send it again), a dead target (`gone`) removed; then the step
 // is settled DONE with each target's outcome. Steps run side by side, at most `inFlightMax` at
-// once, shared fairly between owners (the users whose writes planned them): the room goes to the
-// owner holding the fewest of this node's steps, and one owner holds at most `perOwner` (half
-// the room by default; domain/webhook-share.ts shareByOwner, as the webhook sender shares its
-// room), so one tenant's flood of incidents, or its devices' targets that hang until the
-// channel's timeout, cannot hold up another tenant's wake-ups. A channel the operator has not
-// configured has no adapter here: its targets are recorded `not-configured`.
+// once, shared fairly between owners (the users whose writes planned them) and, within an owner,
+// between the kinds of step (wake, sms, voice): the room goes to the owner holding the fewest of
+// this node's steps, then to its kind holding the fewest; one owner holds at most `perOwner`
+// (half the room by default), one owner's kind at most `perLane` (half of that;
+// domain/webhook-share.ts shareLanes, as the webhook sender shares its room). So one tenant's
+// flood of incidents, or its devices' targets that hang until the channel's timeout, cannot hold
+// up another tenant's wake-ups, and a push provider that hangs cannot hold up the SMS and calls
+// that escalate past it. A channel the operator has not configured has no adapter here: its
+// targets are recorded `not-configured`. A node that stops gives its unfinished steps back.
 import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
-import { shareByOwner } from '../domain/webhook-share.js';
+import { laneKey, shareLanes } from '../domain/webhook-share.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
@@ -29,12 +32,22 @@ export interface WakeSenderOptions {
   nodeId: string;
   /** how long a push lives (PUSH_TTL_S), in ms: a step stops at its end */
   pushTtlMs: number;
-  /** between rounds when there was nothing to do (default 500 ms: a step goes within it of being due) */
+  /**
+   * between rounds when there was nothing to do (default 100 ms: a step goes within it of being
+   * due). At 500 ms, claims of up to 64 steps at once, each wake-up's encryption and signature
+   * (web-push, about 0.4 ms) on the event loop, held the sockets' pushes up to 48 ms (alert p99
+   * 40.9 ms) and wake-ups up to 540 ms late; at 100 ms: 14.6 ms, 13.8 ms, 33 ms (npm run bench
+   * -- --only wake, 2026-11-29).
+   */
   pollMs?: number;
+  /** the least time between two rounds a step's end asks for (default 20 ms) */
+  gapMs?: number;
   /** steps this node works on at once (default 64) */
   inFlightMax?: number;
   /** steps of one owner this node works on at once (default half of inFlightMax) */
   perOwner?: number;
+  /** steps of one owner and kind (wake, sms, voice) this node works on at once (default half of perOwner) */
+  perLane?: number;
   /** a claim's lease: longer than a step's tries (3 × 10 s and the waits between; default 60 s) */
   leaseMs?: number;
   /** waits between tries (tests shorten them); default setTimeout */
@@ -55,9 +68,12 @@ export class WakeSender {
   /** the polling loop (rounds.ts) */
   private readonly rounds: Rounds;
   private readonly inFlight = new Map<number, Promise<void>>();
-  /** this node's steps in flight, by owner (the fair share's `held`) */
+  /** this node's steps in flight, by owner, and by owner and kind (the fair share's `held` and `heldLanes`) */
   private readonly held = new Map<number, number>();
+  private readonly heldLanes = new Map<string, number>();
   private readonly abort = new AbortController();
+  /** resolves when the sender stops: a wait between tries ends then */
+  private readonly stopping = new Promise<void>((resolve) => this.abort.signal.addEventListener('abort', () => resolve(), { once: true }));
   readonly stats = { steps: 0, stopped: 0, sent: 0, lost: 0 };
 
   constructor(
@@ -71,14 +87,16 @@ export class WakeSender {
     private readonly metrics: WakeMetrics = noMetrics,
   ) {
     this.o = {
-      pollMs: 500,
+      pollMs: 100,
+      gapMs: 20,
       inFlightMax: 64,
       leaseMs: 60_000,
       perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 64) / 2)),
+      perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 64) / 2)) / 2)),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
       ...options,
     };
-    this.rounds = new Rounds(() => this.round(), { pollMs: this.o.pollMs, gapMs: 0, onError: (err) => this.log.error({ err }, 'wake steps could not be claimed; trying again') });
+    this.rounds = new Rounds(() => this.round(), { pollMs: this.o.pollMs, gapMs: this.o.gapMs, onError: (err) => this.log.error({ err }, 'wake steps could not be claimed; trying again') });
   }
 
   start(): void {
@@ -97,17 +115,18 @@ export class WakeSender {
     const now = this.clock.now().getTime();
     const claimed = await this.store.claim({
       ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
-      choose: (ready) => shareByOwner(ready, { room, perOwner: this.o.perOwner, held: this.held }),
+      choose: (ready) => shareLanes(ready, { room, perOwner: this.o.perOwner, perLane: this.o.perLane, held: this.held, heldLanes: this.heldLanes }),
     });
     for (const s of claimed) {
-      this.held.set(s.ownerId, (this.held.get(s.ownerId) ?? 0) + 1);
+      const lane = laneKey(s.ownerId, s.step);
+      count(this.held, s.ownerId, +1);
+      count(this.heldLanes, lane, +1);
       const p = this.work(s)
         .catch((err: unknown) => this.log.error({ err, stepId: s.id }, 'a wake step failed; its lease runs out and it is claimed again'))
         .finally(() => {
           this.inFlight.delete(s.id);
-          const n = (this.held.get(s.ownerId) ?? 1) - 1;
-          if (n > 0) this.held.set(s.ownerId, n);
-          else this.held.delete(s.ownerId);
+          count(this.held, s.ownerId, -1);
+          count(this.heldLanes, lane, -1);
           this.wake();
         });
       this.inFlight.set(s.id, p);
@@ -127,12 +146,18 @@ export class WakeSender {
     }
     const message: WakeMessage = { ...s.message, ttlSeconds: Math.max(0, Math.floor((Date.parse(expiresAt) - now.getTime()) / 1000)) };
     // each target's result is recorded as it comes (reach); the step's end adds nothing more
-    await Promise.all(s.targets.map((t) => this.reach(s, t, message)));
+    const results = await Promise.all(s.targets.map((t) => this.reach(s, t, message)));
+    // cut short by this node's stop: given back, the targets without a result tried again by
+    // the next claim (another node's, or this one's after a restart), not counted failed
+    if (results.includes(null)) return this.giveBack(s);
     await this.settle(s, { state: 'DONE', outcome: s.targets.length === 0 ? 'no target' : '' });
   }
 
-  /** one target, tried until accepted, gone, rejected, or out of tries; its result recorded */
-  private async reach(s: ClaimedStep, t: { id: number; target: WakeTarget }, message: WakeMessage): Promise<string> {
+  /**
+   * One target, tried until accepted, gone, rejected, or out of tries; its result recorded.
+   * null: the node stopped before the target had a result (nothing recorded).
+   */
+  private async reach(s: ClaimedStep, t: { id: number; target: WakeTarget }, message: WakeMessage): Promise<string | null> {
     const channel = this.channels[t.target.kind] as WakeChannel | undefined;
     let result: string;
     if (!channel) {
@@ -156,17 +181,24 @@ export class WakeSender {
           result = 'gone';
           break;
         }
+        if (o.outcome === 'retry' && this.abort.signal.aborted) return null;
         const wait = o.outcome === 'retry' ? nextTryInMs(tries, o.retryAfterMs) : null;
-        if (wait === null || this.abort.signal.aborted) {
+        if (wait === null) {
           this.log.warn({ stepId: s.id, targetId: t.id, kind: t.target.kind, status: o.status, detail: o.detail, tries }, 'a wake-up was not accepted');
           result = o.outcome === 'retry' ? 'failed' : 'rejected';
           break;
         }
-        await this.o.sleep(wait);
+        await Promise.race([this.o.sleep(wait), this.stopping]);
+        if (this.abort.signal.aborted) return null;
       }
     }
     if (!(await this.store.recordTarget(s, t.id, result, t.target.kind))) this.stats.lost++;
     return result;
+  }
+
+  /** a step this node will not finish (it stops), given back to be claimed at once */
+  private async giveBack(s: ClaimedStep): Promise<void> {
+    await this.store.release(s);
   }
 
   private async settle(s: ClaimedStep, end: { state: 'DONE' | 'STOPPED'; outcome: string }): Promise<void> {
@@ -181,10 +213,21 @@ export class WakeSender {
     await Promise.allSettled([...this.inFlight.values()]);
   }
 
-  /** no new claims; the tries under way are cut short (each resolves `retry`) and awaited */
+  /**
+   * No new claims; the tries under way are cut short (each resolves `retry`) and awaited, and
+   * the steps they belong to given back unfinished (ports/wake-steps.ts release): a wake-up is
+   * never counted failed because this node stopped.
+   */
   async stop(): Promise<void> {
     this.abort.abort();
     await this.rounds.stop();
     await Promise.allSettled([...this.inFlight.values()]);
   }
+}
+
+/** a count kept in a map, gone at 0 */
+function count<K>(m: Map<K, number>, key: K, by: 1 | -1): void {
+  const n = (m.get(key) ?? 0) + by;
+  if (n > 0) m.set(key, n);
+  else m.delete(key);
 }

@@ -47,7 +47,7 @@ t.test('when one owner’s wake-ups hang, then another owner’s still go, and t
   const { app } = await makeApp(t, {
     config: { wakeAfterS: 1, escalateSmsAfterS: 0, escalateVoiceAfterS: 0, wake: { configured: new Set(['fcm']) } as WakeSettings },
     wakeChannels: { fcm },
-    wakeSender: { pollMs: 20, inFlightMax: 4 },
+    wakeSender: { pollMs: 20, inFlightMax: 4, perLane: 4 }, // here the owner's cap (2) is what holds
   });
   // runs before the app closes (teardowns run last registered first): the sender's stop waits for its steps
   t.teardown(() => fcm.release());
@@ -67,4 +67,29 @@ t.test('when one owner’s wake-ups hang, then another owner’s still go, and t
   await until(t, 'the other owner’s 3 wake-ups', () => fcm.accepted.length >= 3);
   t.same(fcm.accepted.map((m) => m.deviceId), [w.otherE1, w.otherE1, w.otherE1], 'each of the other owner’s wake-ups sent, once, to its device');
   t.ok(fcm.hanging.length <= 2, `the CAD holds at most 2 of the node’s 4 slots (${fcm.hanging.length})`);
+});
+
+t.test('when an owner’s wake-ups hang (its push provider down), then its SMS escalation still goes: each kind of step has its own share of the owner’s room', async (t) => {
+  const fcm = new HangingFcm();
+  const texts: WakeMessage[] = [];
+  const sms: WakeChannel<'sms'> = { kind: 'sms', send: async (_target, message) => (texts.push(message), { outcome: 'accepted', status: 201 }) };
+  const { app } = await makeApp(t, {
+    config: { wakeAfterS: 1, escalateSmsAfterS: 2, escalateVoiceAfterS: 0, wake: { configured: new Set(['fcm', 'sms']) } as WakeSettings },
+    wakeChannels: { fcm, sms },
+    wakeSender: { pollMs: 20, inFlightMax: 8 },
+  });
+  t.teardown(() => fcm.release());
+  const w = await world(app);
+  for (const [deviceId, token, phone] of [
+    [w.e1a, 'stuck-token-a-0123456789', '+41791110001'],
+    [w.e1b, 'stuck-token-b-0123456789', '+41791110002'],
+  ] as const) {
+    t.equal((await send(app, w.cad, 'POST', `/api/devices/${deviceId}/wake-targets`, { kind: 'fcm', token })).status, 201);
+    t.equal((await send(app, w.cad, 'POST', `/api/devices/${deviceId}/wake-targets`, { kind: 'sms', phone })).status, 201);
+  }
+  // 8 incidents, 2 devices each: 16 wake-ups that hang, then 16 SMS due a second later
+  for (let i = 0; i < 8; i++) t.equal((await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: `DOWN-${i}`, resources: ['E1'] }))).status, 202);
+  await until(t, 'the 16 SMS', () => texts.length >= 16);
+  t.equal(new Set(texts.map((m) => `${m.incidentId}/${m.deviceId}`)).size, 16, 'one SMS to each device of each incident');
+  t.ok(fcm.hanging.length <= 2, `the hanging wake-ups hold at most their lane’s 2 of the owner’s 4 slots (${fcm.hanging.length})`);
 });

@@ -19,13 +19,13 @@ const ready = (now: string, by: string) => `w.state = 'PENDING' AND w.due_at <= 
       OR (split_part(w.claimed_by, ':', 1) <> split_part(${by}, ':', 1)
         AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = split_part(w.claimed_by, ':', 1) AND n.heartbeat_at > now() - make_interval(secs => ${DEAD_AFTER_S}))))`;
 
-/** how many each owner has ready (the fair share's candidates) */
-const READY_BY_OWNER = `SELECT w.owner_id AS "ownerId", count(*)::int AS n FROM wake_steps w WHERE ${ready('$1', '$2')} GROUP BY w.owner_id`;
+/** how many each owner has ready of each step (the fair share's candidates) */
+const READY_BY_LANE = `SELECT w.owner_id AS "ownerId", w.step AS lane, count(*)::int AS ready FROM wake_steps w WHERE ${ready('$1', '$2')} GROUP BY w.owner_id, w.step`;
 
-/** of each owner in $4, its $5 oldest ready steps, claimed (those another claim holds locked are skipped) */
+/** of each owner in $4, its $6 oldest ready steps of the kind in $5, claimed (those another claim holds locked are skipped) */
 const CLAIM = `WITH due AS (
-    SELECT s.id FROM unnest($4::int8[], $5::int[]) AS c(owner, n)
-    CROSS JOIN LATERAL (SELECT w.id FROM wake_steps w WHERE ${ready('$1', '$3')} AND w.owner_id = c.owner ORDER BY w.due_at LIMIT c.n FOR UPDATE SKIP LOCKED) s
+    SELECT s.id FROM unnest($4::int8[], $5::text[], $6::int[]) AS c(owner, step, n)
+    CROSS JOIN LATERAL (SELECT w.id FROM wake_steps w WHERE ${ready('$1', '$3')} AND w.owner_id = c.owner AND w.step = c.step ORDER BY w.due_at LIMIT c.n FOR UPDATE SKIP LOCKED) s
   )
   UPDATE wake_steps s SET claimed_until = $2, claimed_by = $3 FROM due WHERE s.id = due.id
   RETURNING s.id, s.owner_id AS "ownerId", s.step, s.due_at AS "dueAt", s.event_id AS "eventId", s.device_id AS "deviceId", s.incident_id AS "incidentId", s.outcome`;
@@ -67,10 +67,10 @@ export class PgWakeSteps implements WakeStepStorePort {
   }
 
   async claim(o: StepClaim): Promise<ClaimedStep[]> {
-    const { rows: candidates } = await this.pool.query<{ ownerId: Num; n: number }>(READY_BY_OWNER, [o.now, o.by]);
-    const chosen = [...o.choose(new Map(candidates.map((r) => [Number(r.ownerId), r.n])))];
+    const { rows: candidates } = await this.pool.query<{ ownerId: Num; lane: string; ready: number }>(READY_BY_LANE, [o.now, o.by]);
+    const chosen = o.choose(candidates.map((r) => ({ ownerId: Number(r.ownerId), lane: r.lane, ready: r.ready })));
     if (chosen.length === 0) return [];
-    const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, chosen.map(([owner]) => owner), chosen.map(([, n]) => n)])).rows;
+    const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, chosen.map((c) => c.ownerId), chosen.map((c) => c.lane), chosen.map((c) => c.ready)])).rows;
     if (claimed.length === 0) return [];
     const facts = new Map<number, FactsRow>();
     for (const f of (await this.pool.query<FactsRow>(FACTS, [claimed.map((r) => r.eventId)])).rows) facts.set(Number(f.id), f);
@@ -99,6 +99,11 @@ export class PgWakeSteps implements WakeStepStorePort {
       `UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || $1, attempts = attempts + 1 WHERE id = $2 AND claimed_by = $3 AND state = 'PENDING'`,
       [targetResult(kind, targetId, outcome), step.id, step.by],
     );
+    return (r.rowCount ?? 0) > 0;
+  }
+
+  async release(step: { id: number; by: string }): Promise<boolean> {
+    const r = await this.pool.query(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE id = $1 AND claimed_by = $2 AND state = 'PENDING'`, [step.id, step.by]);
     return (r.rowCount ?? 0) > 0;
   }
 

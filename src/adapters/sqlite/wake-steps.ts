@@ -10,6 +10,7 @@
 // incident (events_incident; whether it followed the push is domain/wake.ts stillAssigned), and what the wake-up says (the incident as the push carried it).
 // What the sender gets of each step is built by ports/wake-steps.ts claimedStep, for both adapters.
 import type Database from 'better-sqlite3';
+import type { LaneReady } from '../../domain/webhook-share.js';
 import { targetResult, type WakeKind, type WakeTarget } from '../../domain/wake.js';
 import { claimedStep, type ClaimedStep, type StepClaim, type StepEnd, type StepRow, type WakeStepStorePort } from '../../ports/wake-steps.js';
 import type { Db } from './db.js';
@@ -19,13 +20,13 @@ import { relaxedTransaction } from './engine/relaxed.js';
 /** a step the sender may claim now: pending, due, and not held by a live lease */
 const READY = `state = 'PENDING' AND due_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)`;
 
-/** how many each owner has ready (the fair share's candidates) */
-const READY_BY_OWNER = `SELECT owner_id AS ownerId, count(*) AS n FROM wake_steps WHERE ${READY} GROUP BY owner_id`;
+/** how many each owner has ready of each step (the fair share's candidates) */
+const READY_BY_LANE = `SELECT owner_id AS ownerId, step AS lane, count(*) AS ready FROM wake_steps WHERE ${READY} GROUP BY owner_id, step`;
 
-/** the owner's `limit` oldest ready steps, claimed */
+/** the owner's `limit` oldest ready steps of the kind, claimed */
 const CLAIM = `
   UPDATE wake_steps SET claimed_until = @until, claimed_by = @by
-  WHERE id IN (SELECT id FROM wake_steps WHERE ${READY} AND owner_id = @owner ORDER BY due_at LIMIT @limit)
+  WHERE id IN (SELECT id FROM wake_steps WHERE ${READY} AND owner_id = @owner AND step = @step ORDER BY due_at LIMIT @limit)
   RETURNING id, owner_id AS ownerId, step, due_at AS dueAt, event_id AS eventId, device_id AS deviceId, incident_id AS incidentId, outcome`;
 
 const FACTS = `
@@ -54,11 +55,12 @@ export class WakeStepRows {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      ready: p(READY_BY_OWNER),
+      ready: p(READY_BY_LANE),
       claim: p(CLAIM),
       facts: p(FACTS),
       targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
       record: p(`UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || ?, attempts = attempts + 1 WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
+      release: p(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
       settle: p(
         `UPDATE wake_steps SET state = ?, outcome = nullif(trim(coalesce(outcome, '') || ' ' || ?), ''), claimed_until = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`,
       ),
@@ -68,10 +70,9 @@ export class WakeStepRows {
 
   claim(o: StepClaim): ClaimedStep[] {
     return relaxedTransaction(this.sqlite, this.level, () => {
-      const ready = new Map((this.st.ready.all({ now: o.now }) as { ownerId: number; n: number }[]).map((r) => [r.ownerId, r.n]));
       const out: ClaimedStep[] = [];
-      for (const [owner, limit] of o.choose(ready)) {
-        for (const r of this.st.claim.all({ now: o.now, until: o.until, by: o.by, owner, limit }) as StepRow[]) out.push(this.withFacts(r, o.by));
+      for (const c of o.choose(this.st.ready.all({ now: o.now }) as LaneReady[])) {
+        for (const r of this.st.claim.all({ now: o.now, until: o.until, by: o.by, owner: c.ownerId, step: c.lane, limit: c.ready }) as StepRow[]) out.push(this.withFacts(r, o.by));
       }
       return out;
     });
@@ -86,6 +87,10 @@ export class WakeStepRows {
 
   recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']): boolean {
     return relaxedTransaction(this.sqlite, this.level, () => this.st.record.run(targetResult(kind, targetId, outcome), step.id, step.by).changes > 0);
+  }
+
+  release(step: { id: number; by: string }): boolean {
+    return relaxedTransaction(this.sqlite, this.level, () => this.st.release.run(step.id, step.by).changes > 0);
   }
 
   settle(step: { id: number; by: string }, end: StepEnd): boolean {
@@ -108,5 +113,8 @@ export class SqliteWakeSteps implements WakeStepStorePort {
   }
   settle(step: { id: number; by: string }, end: StepEnd) {
     return this.gate.pass(() => this.rows.settle(step, end));
+  }
+  release(step: { id: number; by: string }) {
+    return this.gate.pass(() => this.rows.release(step));
   }
 }

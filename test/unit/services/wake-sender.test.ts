@@ -42,6 +42,11 @@ class Store implements WakeStepStorePort {
     this.ends.push([s.id, end]);
     return true;
   }
+  released: number[] = [];
+  async release(s: { id: number }): Promise<boolean> {
+    this.released.push(s.id);
+    return true;
+  }
   /** the targets' port's part the sender uses */
   readonly targets = { removeDead: async (id: number) => (this.removed.push(id), true) };
 }
@@ -150,4 +155,43 @@ t.test('when a step has no target left (all reached before a takeover), then it 
   await s.idle();
   await s.stop();
   t.same(store.ends, [[1, { state: 'DONE', outcome: 'no target' }]]);
+});
+
+t.test('when the node stops while a wake-up is under way, then the step is given back unfinished: nothing recorded failed, claimable at once by the next claim', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: fcm }] })];
+  // the push service hangs until the send is aborted, as a real one cut off by the stop; FCM accepts
+  let sent = 0;
+  const hanging: WakeChannel<'webpush'> = {
+    kind: 'webpush',
+    send: (_target, _message, signal) =>
+      new Promise((resolve) => {
+        sent++;
+        signal?.addEventListener('abort', () => resolve({ outcome: 'retry', status: null, detail: 'aborted' }), { once: true });
+      }),
+  };
+  const s = sender(store, { webpush: hanging, fcm: channel('fcm', []) });
+  await s.round();
+  while (sent === 0) await new Promise((r) => setTimeout(r, 5));
+  await s.stop();
+  t.same(store.recorded, [[1, 12, 'fcm:accepted']], 'the target that had its answer keeps it; the one cut short has none');
+  t.same(store.ends, [], 'not settled');
+  t.same(store.released, [1], 'given back');
+});
+
+t.test('when the node stops while a target waits to be tried again, then the wait ends at once and the step is given back', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }] })];
+  const s = new WakeSender(store, store.targets, { webpush: channel('webpush', [{ outcome: 'retry', status: 429, detail: 'slow down', retryAfterMs: 30_000 }]) }, clock, quiet, {
+    nodeId: 'n1',
+    pushTtlMs: 3600_000,
+    sleep: (ms) => new Promise((r) => setTimeout(r, ms).unref()),
+  });
+  await s.round();
+  await new Promise((r) => setTimeout(r, 50));
+  const t0 = Date.now();
+  await s.stop();
+  t.ok(Date.now() - t0 < 1000, `stopped in ${Date.now() - t0} ms, not after the provider's 30 s Retry-After`);
+  t.same(store.recorded, [], 'nothing recorded');
+  t.same(store.released, [1]);
 });
