@@ -564,7 +564,11 @@ export interface paths {
          *     the app holds Apple's critical-alert entitlement: priority 1 then sounds through
          *     do-not-disturb), `sms` or `voice` (an E.164 phone number). Answered **201** with the
          *     target as stored (an APNs token in lower case, an endpoint as a normalised URL) and its
-         *     `id`. The same target registered twice is stored twice (delete the older one).
+         *     `id`. A device holds one target per kind and address (the subscription's endpoint, the
+         *     token, the phone number): registering one it already holds, as an app does at each
+         *     start, answers **200** with that target, updated to what was sent (a subscription's
+         *     keys, `critical`), its `id` and `createdAt` kept, and counts nothing against the limit.
+         *     (Targets stored twice before 2026-11-29 were merged, the oldest kept.)
          *
          *     Who may: as for listing, but a readonly user is **403** `readonly-user`.
          *
@@ -3023,6 +3027,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description Registered already (same kind and address); updated to what was sent. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WakeTarget"];
+                };
+            };
             /** @description Registered. */
             201: {
                 headers: {

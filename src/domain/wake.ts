@@ -259,3 +259,21 @@ export function newestOpenAssignments(facts: readonly AssignmentFacts[]): { devi
   }
   return [...best].sort(([a], [b]) => a - b).map(([deviceId, { incidentId }]) => ({ deviceId, incidentId }));
 }
+
+/**
+ * Where a target is reached: a subscription's endpoint, a token, a phone number. A device holds
+ * one target per kind and address; registering one again updates it (a subscription's keys, an
+ * APNs token's `critical`) rather than adding a second, which would wake the device twice.
+ */
+export function targetAddress(t: WakeTarget): string {
+  switch (t.kind) {
+    case 'webpush':
+      return t.subscription.endpoint;
+    case 'fcm':
+    case 'apns':
+      return t.token;
+    case 'sms':
+    case 'voice':
+      return t.phone;
+  }
+}

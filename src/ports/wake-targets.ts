@@ -17,10 +17,12 @@ export interface WakeTargetStorePort {
   /** the device's targets, in id order */
   list(deviceId: number): Promise<WakeTargetRecord[]>;
   /**
-   * The target stored for the device, unless the device holds `max` already ('FULL'), counted
-   * inside the transaction that inserts; undefined when the device does not exist (any more).
+   * The target stored for the device at `address` (domain/wake.ts targetAddress): the device's
+   * target of that kind and address updated to this one if it holds one (created: false), else a
+   * new one unless the device holds `max` already ('FULL'), counted inside the transaction that
+   * inserts; undefined when the device does not exist (any more).
    */
-  add(deviceId: number, target: WakeTarget, now: string, max: number): Promise<WakeTargetRecord | 'FULL' | undefined>;
+  add(deviceId: number, target: WakeTarget, address: string, now: string, max: number): Promise<{ record: WakeTargetRecord; created: boolean } | 'FULL' | undefined>;
   /** whether the device had that target (and now has not) */
   remove(deviceId: number, targetId: number): Promise<boolean>;
   /** the kinds of target each of `deviceIds` holds (a device holding none is absent); for the ladder */

@@ -9,7 +9,7 @@
 // no permission on is 404 too, issue 36): the answer never tells that another device exists.
 // Order of refusals: 400/422 (the target itself), 404, 403 readonly, 403 full.
 import type { WakeKind, WakeTarget } from '../domain/wake.js';
-import { checkWakeTarget, WAKE_TARGETS_MAX } from '../domain/wake.js';
+import { checkWakeTarget, targetAddress, WAKE_TARGETS_MAX } from '../domain/wake.js';
 import { Refused, refuse } from '../domain/refusal.js';
 import type { Clock } from '../ports/clock.js';
 import type { IdentityPort } from '../ports/identity.js';
@@ -68,7 +68,8 @@ export class WakeTargetService {
     return this.store.list(deviceId);
   }
 
-  async add(who: WakeCaller, deviceId: number, body: WakeTargetBody): Promise<WakeTargetRecord> {
+  /** the target registered: stored anew (created), or the device's target of the same kind and address updated */
+  async add(who: WakeCaller, deviceId: number, body: WakeTargetBody): Promise<{ record: WakeTargetRecord; created: boolean }> {
     const asked: WakeTarget = body.kind === 'apns' ? { kind: 'apns', token: body.token, critical: body.critical === true } : body;
     const checked = checkWakeTarget(asked, this.settings.configured, this.settings.allowPrivate);
     if (!checked.ok) {
@@ -79,7 +80,7 @@ export class WakeTargetService {
     }
     await this.reach(who, deviceId, true);
     const max = this.settings.max ?? WAKE_TARGETS_MAX;
-    const added = await this.store.add(deviceId, checked.target, this.clock.now().toISOString(), max);
+    const added = await this.store.add(deviceId, checked.target, targetAddress(checked.target), this.clock.now().toISOString(), max);
     if (added === undefined) throw noDevice(deviceId);
     if (added === 'FULL') throw refuse.forbidden(`A device holds at most ${max} wake targets: delete one before registering another.`);
     return added;

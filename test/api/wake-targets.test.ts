@@ -190,6 +190,23 @@ t.test('when 20 registrations for one device run at once, then exactly 10 are st
   t.equal((await call(w.app, adminAuth(), 'POST', url(w.d2), TARGETS.voice)).statusCode, 201, 'another device counts its own');
 });
 
+t.test('when an app registers its target again (at each start, or several at once), then it is answered 200 with the one stored, updated, never a second', async (t) => {
+  const w = await build(t);
+  const token = { kind: 'apns', token: 'c'.repeat(64) };
+  const results = await Promise.all(Array.from({ length: 8 }, () => call(w.app, w.d1Token, 'POST', url(w.d1), token)));
+  t.same(results.map((r) => r.statusCode).sort(), [200, 200, 200, 200, 200, 200, 200, 201], 'one stored, seven found it there');
+  t.equal(new Set(results.map((r) => json(r).id)).size, 1, 'each answer names the same target');
+  const critical = await call(w.app, w.d1Token, 'POST', url(w.d1), { ...token, critical: true });
+  t.equal(critical.statusCode, 200);
+  t.match(json(critical), { id: json(results[0]!).id, critical: true }, 'updated to what was sent, its id kept');
+  t.same(json(await call(w.app, w.owner, 'GET', url(w.d1))).map((x: { critical: boolean }) => x.critical), [true], 'listed once');
+  // a full device still takes a target it holds again
+  for (let i = 0; i < 9; i++) t.equal((await call(w.app, w.owner, 'POST', url(w.d1), { kind: 'sms', phone: `+4179123${4000 + i}` })).statusCode, 201);
+  t.equal((await call(w.app, w.owner, 'POST', url(w.d1), { kind: 'sms', phone: '+41791235000' })).statusCode, 403, 'full');
+  t.equal((await call(w.app, w.d1Token, 'POST', url(w.d1), token)).statusCode, 200, 'the held one again: 200, not 403');
+  t.equal((await call(w.app, w.owner, 'POST', url(w.d1), { kind: 'voice', phone: '+41791234000' })).statusCode, 403, 'the same phone as another kind is another target');
+});
+
 t.test('when a target is deleted, then it is gone; when its device is deleted, then its targets go with it', async (t) => {
   const w = await build(t);
   const a = json(await call(w.app, w.owner, 'POST', url(w.d1), TARGETS.sms)).id as number;

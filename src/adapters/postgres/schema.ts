@@ -479,11 +479,17 @@ export const wakeTargets = pgTable(
     kind: text('kind', { enum: ['webpush', 'fcm', 'apns', 'sms', 'voice'] }).notNull(),
     target: text('target').notNull(),
     createdAt: text('created_at').notNull(),
+    /**
+     * where the target is reached (domain/wake.ts targetAddress: the endpoint, the token, the
+     * phone): a device holds one target per kind and address, registered again, it is updated
+     * (added 2026-11-29, migration 0011: earlier duplicates were removed, the oldest kept)
+     */
+    address: text('address').notNull().default(''),
   },
-  (t) => [index('wake_targets_device').on(t.deviceId)],
+  (t) => [uniqueIndex('wake_targets_device_address').on(t.deviceId, t.kind, t.address)],
 );
 
-/** The wake ladder's steps, as in SQLite; nothing writes them yet (2026-11-29). */
+/** The wake ladder's steps, as in SQLite. */
 export const wakeSteps = pgTable(
   'wake_steps',
   {

@@ -1,7 +1,8 @@
 // The wake target store on PostgreSQL (ports/wake-targets.ts), the behaviour of
 // sqlite/wake-targets.ts. `add` is one transaction that locks the device's row (FOR NO KEY
 // UPDATE: two registrations for one device count one after the other, on any node; the insert's
-// own KEY SHARE lock on the device does not conflict with it), then counts, then inserts.
+// own KEY SHARE lock on the device does not conflict with it), then updates the device's target
+// of the same kind and address if it holds one, else counts, then inserts.
 // wakeKindsOf runs on the caller's client, so the incident unit of work can read it in its
 // own transaction.
 import type pg from 'pg';
@@ -57,20 +58,27 @@ export class PgWakeTargets implements WakeTargetStorePort {
     return rows.map(recordOf);
   }
 
-  async add(deviceId: number, target: WakeTarget, now: string, max: number): Promise<WakeTargetRecord | 'FULL' | undefined> {
+  async add(deviceId: number, target: WakeTarget, address: string, now: string, max: number): Promise<{ record: WakeTargetRecord; created: boolean } | 'FULL' | undefined> {
     if (!inRange(deviceId)) return undefined;
     return inTransaction(
       this.pool,
       async (c) => {
         const device = await c.query(`SELECT 1 FROM devices WHERE id = $1 FOR NO KEY UPDATE`, [deviceId]);
         if (device.rowCount === 0) return undefined;
+        const same = await c.query<Row>(`UPDATE wake_targets SET target = $1 WHERE device_id = $2 AND kind = $3 AND address = $4 RETURNING ${COLUMNS}`, [
+          JSON.stringify(target),
+          deviceId,
+          target.kind,
+          address,
+        ]);
+        if (same.rows[0]) return { record: recordOf(same.rows[0]), created: false };
         const { rows } = await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM wake_targets WHERE device_id = $1`, [deviceId]);
         if (rows[0]!.n >= max) return 'FULL' as const;
         const inserted = await c.query<Row>(
-          `INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
-          [deviceId, target.kind, JSON.stringify(target), now],
+          `INSERT INTO wake_targets (device_id, kind, target, created_at, address) VALUES ($1, $2, $3, $4, $5) RETURNING ${COLUMNS}`,
+          [deviceId, target.kind, JSON.stringify(target), now, address],
         );
-        return recordOf(inserted.rows[0]!);
+        return { record: recordOf(inserted.rows[0]!), created: true };
       },
       { retries: 0, again: () => false },
     );

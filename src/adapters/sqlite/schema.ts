@@ -435,14 +435,20 @@ export const wakeTargets = sqliteTable(
     kind: text('kind', { enum: ['webpush', 'fcm', 'apns', 'sms', 'voice'] }).notNull(),
     target: text('target').notNull(),
     createdAt: text('created_at').notNull(),
+    /**
+     * where the target is reached (domain/wake.ts targetAddress: the endpoint, the token, the
+     * phone): a device holds one target per kind and address, registered again, it is updated
+     * (added 2026-11-29, migration 0023: earlier duplicates were removed, the oldest kept)
+     */
+    address: text('address').notNull().default(''),
   },
-  (t) => [index('wake_targets_device').on(t.deviceId)],
+  (t) => [uniqueIndex('wake_targets_device_address').on(t.deviceId, t.kind, t.address)],
 );
 
 /**
  * The wake ladder's steps (DESIGN section 14), one row per (incidentAssigned push, step), to be
  * written in the incident's unit of work and claimed with a lease (claimed_until, claimed_by) as
- * webhook deliveries are. Nothing writes them yet (2026-11-29: the ladder comes next). Removed
+ * webhook deliveries are. Removed
  * with their push (retention deletes settled events: the cascade, through wake_steps_event).
  */
 export const wakeSteps = sqliteTable(

@@ -32,7 +32,8 @@ export class WakeTargetRows {
       list: p(`SELECT ${COLUMNS} FROM wake_targets WHERE device_id = ? ORDER BY id`),
       device: p(`SELECT 1 FROM devices WHERE id = ?`).pluck(),
       count: p(`SELECT count(*) FROM wake_targets WHERE device_id = ?`).pluck(),
-      insert: p(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, ?, ?, ?)`),
+      insert: p(`INSERT INTO wake_targets (device_id, kind, target, created_at, address) VALUES (?, ?, ?, ?, ?)`),
+      same: p(`UPDATE wake_targets SET target = ? WHERE device_id = ? AND kind = ? AND address = ? RETURNING ${COLUMNS}`),
       remove: p(`DELETE FROM wake_targets WHERE id = ? AND device_id = ?`),
       removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
       assignmentsOfPhone: p(
@@ -56,12 +57,14 @@ export class WakeTargetRows {
     return (this.st.list.all(deviceId) as Row[]).map(recordOf);
   }
 
-  add(deviceId: number, target: WakeTarget, now: string, max: number): WakeTargetRecord | 'FULL' | undefined {
+  add(deviceId: number, target: WakeTarget, address: string, now: string, max: number): { record: WakeTargetRecord; created: boolean } | 'FULL' | undefined {
     return this.atomically(() => {
       if (this.st.device.get(deviceId) === undefined) return undefined;
+      const same = this.st.same.get(JSON.stringify(target), deviceId, target.kind, address) as Row | undefined;
+      if (same) return { record: recordOf(same), created: false };
       if ((this.st.count.get(deviceId) as number) >= max) return 'FULL' as const;
-      const id = Number(this.st.insert.run(deviceId, target.kind, JSON.stringify(target), now).lastInsertRowid);
-      return { ...target, id, deviceId, createdAt: now };
+      const id = Number(this.st.insert.run(deviceId, target.kind, JSON.stringify(target), now, address).lastInsertRowid);
+      return { record: { ...target, id, deviceId, createdAt: now }, created: true };
     });
   }
 
@@ -103,8 +106,8 @@ export class SqliteWakeTargets implements WakeTargetStorePort {
   list(deviceId: number) {
     return this.gate.pass(() => this.rows.list(deviceId));
   }
-  add(deviceId: number, target: WakeTarget, now: string, max: number) {
-    return this.gate.pass(() => this.rows.add(deviceId, target, now, max));
+  add(deviceId: number, target: WakeTarget, address: string, now: string, max: number) {
+    return this.gate.pass(() => this.rows.add(deviceId, target, address, now, max));
   }
   remove(deviceId: number, targetId: number) {
     return this.gate.pass(() => this.rows.remove(deviceId, targetId));

@@ -25,9 +25,9 @@ export class WakeTargetHandlers {
 
   createWakeTarget: Handler<'createWakeTarget'> = async (req, reply) => {
     const w = who(req);
-    const target = await this.ctx.wakeTargets.add(w, req.params.id, req.body);
-    req.log.info({ deviceId: target.deviceId, targetId: target.id, kind: target.kind, ...by(w) }, 'wake target registered');
-    return reply.code(201).send(target);
+    const { record, created } = await this.ctx.wakeTargets.add(w, req.params.id, req.body);
+    req.log.info({ deviceId: record.deviceId, targetId: record.id, kind: record.kind, created, ...by(w) }, created ? 'wake target registered' : 'wake target registered again (updated)');
+    return reply.code(created ? 201 : 200).send(record);
   };
 
   deleteWakeTarget: Handler<'deleteWakeTarget'> = async (req, reply) => {

@@ -402,3 +402,37 @@ t.test('when a database from before 0007 holds users, then those who created inc
   const later = await db.$client.query<{ c: boolean }>(`INSERT INTO users (name, email, email_key, password_hash) VALUES ('New', 'new@x.test', 'new@x.test', 'h') RETURNING create_incidents AS c`);
   t.equal(later.rows[0]!.c, false, 'a user made after it is without it');
 });
+
+t.test('when a database from before 0011 holds a device’s target twice, then the oldest is kept with its address', { skip: pgSkip }, async (t) => {
+  const url = await freshDatabase(t);
+  const dir = mkdtempSync(join(tmpdir(), 'cad-pg-migrate-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const older = join(dir, 'migrations');
+  cpSync(pgMigrationsPath, older, { recursive: true });
+  const full = JSON.parse(journalText) as { entries: { tag: string }[] };
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...full, entries: full.entries.slice(0, full.entries.findIndex((e) => e.tag.startsWith('0011_'))) }));
+  const before = new pg.Client({ connectionString: url });
+  await before.connect();
+  await migrate(drizzle(before), { migrationsFolder: older });
+  const device = Number((await before.query<{ id: string }>(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1') RETURNING id`)).rows[0]!.id);
+  const target = async (json: string) =>
+    Number((await before.query<{ id: string }>(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES ($1, $2::json ->> 'kind', $2, '2026-11-29T00:00:00.000Z') RETURNING id`, [device, json])).rows[0]!.id);
+  const sub = (auth: string) => JSON.stringify({ kind: 'webpush', subscription: { endpoint: 'https://push.example.net/s/1', keys: { p256dh: 'p', auth } } });
+  const first = await target(sub('a'));
+  await target(sub('b'));
+  const sms = await target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
+  const voice = await target(JSON.stringify({ kind: 'voice', phone: '+41791234567' }));
+  await target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
+  await before.end();
+
+  const db = await migrated(t, url);
+  const { rows } = await db.$client.query<{ id: string; kind: string; address: string }>('SELECT id, kind, address FROM wake_targets ORDER BY id');
+  t.same(
+    rows.map((r) => [Number(r.id), r.kind, r.address]),
+    [
+      [first, 'webpush', 'https://push.example.net/s/1'],
+      [sms, 'sms', '+41791234567'],
+      [voice, 'voice', '+41791234567'],
+    ],
+  );
+});

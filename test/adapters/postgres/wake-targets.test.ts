@@ -8,6 +8,8 @@ import pg from 'pg';
 import { PgWakeTargets } from '../../../src/adapters/postgres/wake-targets.js';
 import { openPostgres, migratePostgres } from '../../../src/adapters/postgres/db.js';
 import { freshDatabase, pgSkip } from '../../fixtures/postgres.js';
+import type { WakeTargetStorePort } from '../../../src/ports/wake-targets.js';
+import { targetAddress, type WakeTarget } from '../../../src/domain/wake.js';
 
 async function setUp(t: Test): Promise<{ store: PgWakeTargets; c: pg.Client; device: (name: string) => Promise<number> }> {
   const url = await freshDatabase(t);
@@ -23,17 +25,19 @@ async function setUp(t: Test): Promise<{ store: PgWakeTargets; c: pg.Client; dev
 }
 
 const NOW = '2026-11-29T12:00:00.000Z';
+/** a target added as the service adds it: at its address, at most 10 */
+const add = (store: Pick<WakeTargetStorePort, 'add'>, deviceId: number, target: WakeTarget) => store.add(deviceId, target, targetAddress(target), NOW, 10);
 const sms = (n: number) => ({ kind: 'sms' as const, phone: `+4179123${4000 + n}` });
 
 t.test('when the device row is held by another transaction, then add waits for it before it counts', { skip: pgSkip }, async (t) => {
   const { store, c, device } = await setUp(t);
   const d = await device('D1');
-  for (let i = 0; i < 9; i++) t.match(await store.add(d, sms(i), NOW, 10), { id: Number });
+  for (let i = 0; i < 9; i++) t.match(await add(store, d, sms(i)), { record: { id: Number }, created: true });
   // another registration of the same device, mid-way: it holds the row, has counted 9, not yet inserted
   await c.query('BEGIN');
   await c.query('SELECT 1 FROM devices WHERE id = $1 FOR NO KEY UPDATE', [d]);
   let settled = false;
-  const waiting = store.add(d, sms(9), NOW, 10).then((r) => ((settled = true), r));
+  const waiting = add(store, d, sms(9)).then((r) => ((settled = true), r));
   await new Promise((r) => setTimeout(r, 300));
   t.notOk(settled, 'the add waits for the row');
   await c.query(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES ($1, 'sms', '{"kind":"sms","phone":"+41791239999"}', $2)`, [d, NOW]);
@@ -45,20 +49,22 @@ t.test('when the device row is held by another transaction, then add waits for i
 t.test('when targets are read by kind, removed as dead, or their device deleted, then the store says so', { skip: pgSkip }, async (t) => {
   const { store, c, device } = await setUp(t);
   const [a, b, none] = [await device('A'), await device('B'), await device('N')];
-  const fcm = await store.add(a, { kind: 'fcm', token: 'x'.repeat(30) }, NOW, 10);
-  await store.add(a, sms(1), NOW, 10);
-  await store.add(a, sms(2), NOW, 10);
-  await store.add(b, { kind: 'voice', phone: '+14155550100' }, NOW, 10);
+  const fcm = await add(store, a, { kind: 'fcm', token: 'x'.repeat(30) });
+  await add(store, a, sms(1));
+  await add(store, a, sms(2));
+  await add(store, b, { kind: 'voice', phone: '+14155550100' });
   const kinds = await store.kindsOf([a, b, none, 9_999_999]);
   t.same([...kinds.keys()].sort(), [a, b].sort(), 'a device holding none is absent');
   t.same([...kinds.get(a)!].sort(), ['fcm', 'sms']);
   t.same([...kinds.get(b)!], ['voice']);
   t.same(await store.kindsOf([]), new Map());
-  t.equal(await store.add(9_999_999, sms(3), NOW, 10), undefined, 'no device: undefined');
+  t.equal(await add(store, 9_999_999, sms(3)), undefined, 'no device: undefined');
   if (typeof fcm !== 'object') throw new Error('fcm not added');
-  t.equal(await store.remove(b, fcm.id), false, 'another device’s target is not removed');
-  t.equal(await store.removeDead(fcm.id), true);
-  t.equal(await store.removeDead(fcm.id), false, 'once');
+  t.match(await add(store, a, sms(1)), { record: { id: Number }, created: false }, 'the same address again: the stored one');
+  t.equal((await store.list(a)).length, 3, 'not a second');
+  t.equal(await store.remove(b, fcm.record.id), false, 'another device’s target is not removed');
+  t.equal(await store.removeDead(fcm.record.id), true);
+  t.equal(await store.removeDead(fcm.record.id), false, 'once');
   await c.query('DELETE FROM devices WHERE id = $1', [a]);
   t.same(await store.list(a), [], 'the cascade took the deleted device’s targets');
   t.equal((await store.list(b)).length, 1);

@@ -13,6 +13,8 @@ import { migrationsPath } from '../../../src/paths.js';
 import { OutboxRows } from '../../../src/adapters/sqlite/outbox.js';
 import { IncidentRows } from '../../fixtures/incident-store.js';
 import { IdentityRows } from '../../../src/adapters/sqlite/identity-rows.js';
+import { WakeTargetRows } from '../../../src/adapters/sqlite/wake-targets.js';
+import { targetAddress, type WakeTarget } from '../../../src/domain/wake.js';
 
 interface Journal {
   entries: { idx: number; tag: string; when: number }[];
@@ -380,4 +382,30 @@ t.test('when a database from before 0019 holds users, then those who created inc
   ], 'granted to the two creators only (an administrator creates whatever it says)');
   const later = new IdentityRows(db).insertUser({ name: 'New', email: 'new@x.test', passwordHash: 'h' });
   t.equal(later.createIncidents, false, 'a user made after it is without it');
+});
+
+t.test('when a database from before 0023 holds a device’s target twice, then the oldest is kept with its address, and registering it again updates it', async (t) => {
+  const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0023_')));
+  const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1')`).run().lastInsertRowid);
+  const target = (json: string) => Number(sqlite.prepare(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, json_extract(?, '$.kind'), ?, '2026-11-29T00:00:00.000Z')`).run(device, json, json).lastInsertRowid);
+  const sub = (auth: string) => JSON.stringify({ kind: 'webpush', subscription: { endpoint: 'https://push.example.net/s/1', keys: { p256dh: 'p', auth } } });
+  const first = target(sub('a'));
+  target(sub('b')); // the same subscription, its keys renewed
+  const fcm = target(JSON.stringify({ kind: 'fcm', token: 't'.repeat(30) }));
+  const sms = target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
+  const voice = target(JSON.stringify({ kind: 'voice', phone: '+41791234567' })); // another kind at the same phone: kept
+  target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
+  sqlite.close();
+
+  const db = openDatabase({ path, synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  t.same(db.$client.prepare('SELECT id, kind, address FROM wake_targets ORDER BY id').all(), [
+    { id: first, kind: 'webpush', address: 'https://push.example.net/s/1' },
+    { id: fcm, kind: 'fcm', address: 't'.repeat(30) },
+    { id: sms, kind: 'sms', address: '+41791234567' },
+    { id: voice, kind: 'voice', address: '+41791234567' },
+  ]);
+  const rows = new WakeTargetRows(db);
+  const again = JSON.parse(sub('c')) as WakeTarget;
+  t.match(rows.add(device, again, targetAddress(again), '2026-11-29T01:00:00.000Z', 10), { record: { id: first, subscription: { keys: { auth: 'c' } } }, created: false }, 'the address the migration wrote is the one the service looks for');
 });

@@ -5,8 +5,12 @@ import t from 'tap';
 import { openDatabase } from '../../../src/adapters/sqlite/db.js';
 import { SqliteWakeTargets, WakeTargetRows } from '../../../src/adapters/sqlite/wake-targets.js';
 import { Gate } from '../../../src/adapters/sqlite/gate.js';
+import type { WakeTargetStorePort } from '../../../src/ports/wake-targets.js';
+import { targetAddress, type WakeTarget } from '../../../src/domain/wake.js';
 
 const NOW = '2026-11-29T12:00:00.000Z';
+/** a target added as the service adds it: at its address, at most 10 */
+const add = (store: Pick<WakeTargetStorePort, 'add'>, deviceId: number, target: WakeTarget) => store.add(deviceId, target, targetAddress(target), NOW, 10);
 const sms = (n: number) => ({ kind: 'sms' as const, phone: `+4179123${4000 + n}` });
 
 t.test('when targets are added, read by kind, removed as dead, or their device deleted, then the store says so', async (t) => {
@@ -16,14 +20,21 @@ t.test('when targets are added, read by kind, removed as dead, or their device d
   const rows = new WakeTargetRows(db);
   const store = new SqliteWakeTargets(rows, new Gate());
   const [a, b, none] = [device('A'), device('B'), device('N')];
-  const added = await Promise.all(Array.from({ length: 12 }, (_, i) => store.add(a, sms(i), NOW, 10)));
+  const added = await Promise.all(Array.from({ length: 12 }, (_, i) => add(store, a, sms(i))));
   t.equal(added.filter((r) => typeof r === 'object').length, 10, 'ten taken');
   t.same(added.slice(10), ['FULL', 'FULL'], 'then FULL');
-  t.equal(await store.add(9_999, sms(1), NOW, 10), undefined, 'no device: undefined');
-  const fcm = await store.add(b, { kind: 'fcm', token: 'x'.repeat(30) }, NOW, 10);
-  await store.add(b, { kind: 'apns', token: 'a'.repeat(64), critical: true }, NOW, 10);
-  if (typeof fcm !== 'object') throw new Error('fcm not added');
-  t.same(fcm, { kind: 'fcm', token: 'x'.repeat(30), id: fcm.id, deviceId: b, createdAt: NOW });
+  t.equal(await add(store, 9_999, sms(1)), undefined, 'no device: undefined');
+  const added1 = await add(store, b, { kind: 'fcm', token: 'x'.repeat(30) });
+  await add(store, b, { kind: 'apns', token: 'a'.repeat(64), critical: false });
+  if (typeof added1 !== 'object') throw new Error('fcm not added');
+  const fcm = added1.record;
+  t.same(added1, { record: { kind: 'fcm', token: 'x'.repeat(30), id: fcm.id, deviceId: b, createdAt: NOW }, created: true });
+  // the same token again (an app's next start), now critical: the stored one updated, not a second
+  t.same(await add(store, b, { kind: 'apns', token: 'a'.repeat(64), critical: true }), {
+    record: { kind: 'apns', token: 'a'.repeat(64), critical: true, id: fcm.id + 1, deviceId: b, createdAt: NOW },
+    created: false,
+  }, 'the same address again: updated');
+  t.same((await add(store, a, sms(0))), { record: { ...sms(0), id: Number((added[0] as { record: { id: number } }).record.id), deviceId: a, createdAt: NOW }, created: false }, 'a full device still takes a target it holds again');
   t.same((await store.list(b)).map((x) => x.kind), ['fcm', 'apns'], 'in id order');
   t.same((await store.list(b))[1], { kind: 'apns', token: 'a'.repeat(64), critical: true, id: fcm.id + 1, deviceId: b, createdAt: NOW }, 'as stored');
   const kinds = rows.kindsOf([a, b, none]);
