@@ -10,6 +10,7 @@ import {
   targetResult,
   smsReplyStatus,
   stillAssigned,
+  targetAddress,
   newestOpenAssignments,
   smsText,
   stepOf,
@@ -128,4 +129,12 @@ t.test('when an SMS reply comes, then it answers, per device, the newest of its 
     'device 1: its newest (70); device 2: 55 was stood down, 40 is next; devices 3 and 4 hold none',
   );
   t.same(newestOpenAssignments([]), []);
+});
+
+t.test('when a target is registered, then its address is where it is reached: the endpoint, the token, the phone', async (t) => {
+  t.equal(targetAddress({ kind: 'webpush', subscription: { endpoint: 'https://push.example.net/s/1', keys: { p256dh: 'p', auth: 'a' } } }), 'https://push.example.net/s/1');
+  t.equal(targetAddress({ kind: 'fcm', token: 'f'.repeat(30) }), 'f'.repeat(30));
+  t.equal(targetAddress({ kind: 'apns', token: 'a'.repeat(64), critical: true }), 'a'.repeat(64));
+  t.equal(targetAddress({ kind: 'sms', phone: '+41791234567' }), '+41791234567');
+  t.equal(targetAddress({ kind: 'voice', phone: '+41791234567' }), '+41791234567');
 });
