@@ -25,8 +25,6 @@ export interface WakeTargetStorePort {
   add(deviceId: number, target: WakeTarget, address: string, now: string, max: number): Promise<{ record: WakeTargetRecord; created: boolean } | 'FULL' | undefined>;
   /** whether the device had that target (and now has not) */
   remove(deviceId: number, targetId: number): Promise<boolean>;
-  /** the kinds of target each of `deviceIds` holds (a device holding none is absent); for the ladder */
-  kindsOf(deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>>;
   /** a target a provider said is dead (404, 410, FCM UNREGISTERED); whether it was there */
   removeDead(targetId: number): Promise<boolean>;
   /**

@@ -3,16 +3,12 @@
 // UPDATE: two registrations for one device count one after the other, on any node; the insert's
 // own KEY SHARE lock on the device does not conflict with it), then updates the device's target
 // of the same kind and address if it holds one, else counts, then inserts.
-// wakeKindsOf runs on the caller's client, so the incident unit of work can read it in its
-// own transaction.
 import type pg from 'pg';
-import type { AssignmentFacts, WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { AssignmentFacts, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { PgDb } from './db.js';
 import { inRange } from './ids.js';
 import { inTransaction } from './transaction.js';
-
-type Queryable = pg.Pool | pg.PoolClient;
 
 interface Row {
   id: string | number;
@@ -25,24 +21,6 @@ const COLUMNS = `id, device_id AS "deviceId", target, created_at AS "createdAt"`
 
 function recordOf(r: Row): WakeTargetRecord {
   return { ...(JSON.parse(r.target) as WakeTarget), id: Number(r.id), deviceId: Number(r.deviceId), createdAt: r.createdAt };
-}
-
-/** the kinds of target each of `deviceIds` holds, read on `c` (in the caller's transaction, if any) */
-export async function wakeKindsOf(c: Queryable, deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>> {
-  const out = new Map<number, Set<WakeKind>>();
-  const ids = deviceIds.filter(inRange);
-  if (ids.length === 0) return out;
-  const { rows } = await c.query<{ deviceId: string | number; kind: WakeKind }>(
-    `SELECT DISTINCT device_id AS "deviceId", kind FROM wake_targets WHERE device_id = ANY($1::int8[])`,
-    [ids],
-  );
-  for (const r of rows) {
-    const id = Number(r.deviceId);
-    const kinds = out.get(id) ?? new Set<WakeKind>();
-    kinds.add(r.kind);
-    out.set(id, kinds);
-  }
-  return out;
 }
 
 export class PgWakeTargets implements WakeTargetStorePort {
@@ -88,10 +66,6 @@ export class PgWakeTargets implements WakeTargetStorePort {
     if (!inRange(deviceId) || !inRange(targetId)) return false;
     const r = await this.pool.query(`DELETE FROM wake_targets WHERE id = $1 AND device_id = $2`, [targetId, deviceId]);
     return (r.rowCount ?? 0) > 0;
-  }
-
-  kindsOf(deviceIds: readonly number[]): Promise<Map<number, Set<WakeKind>>> {
-    return wakeKindsOf(this.pool, deviceIds);
   }
 
   async assignmentsOfPhone(phone: string): Promise<AssignmentFacts[]> {

@@ -1,9 +1,9 @@
 // The wake target store on SQLite (ports/wake-targets.ts). WakeTargetRows is synchronous: `add`
-// counts and inserts in one IMMEDIATE transaction (no await inside: nothing interleaves), and the
-// incident unit of work, itself a synchronous transaction, may call kindsOf directly. The port's
-// calls wait for an open identity transaction (gate.ts), as the webhooks' do.
+// finds, counts and inserts in one IMMEDIATE transaction (no await inside: nothing interleaves).
+// The port's calls wait for an open identity transaction (gate.ts), as the webhooks' do. (The
+// incident unit of work reads the kinds of the matched devices' targets itself: incidents.ts.)
 import type Database from 'better-sqlite3';
-import type { AssignmentFacts, WakeKind, WakeTarget } from '../../domain/wake.js';
+import type { AssignmentFacts, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
@@ -72,21 +72,6 @@ export class WakeTargetRows {
     return this.st.remove.run(targetId, deviceId).changes > 0;
   }
 
-  /** synchronous: callable inside the incident unit of work */
-  kindsOf(deviceIds: readonly number[]): Map<number, Set<WakeKind>> {
-    const out = new Map<number, Set<WakeKind>>();
-    if (deviceIds.length === 0) return out;
-    const rows = this.sqlite
-      .prepare(`SELECT DISTINCT device_id AS deviceId, kind FROM wake_targets WHERE device_id IN (SELECT value FROM json_each(?))`)
-      .all(JSON.stringify(deviceIds)) as { deviceId: number; kind: WakeKind }[];
-    for (const r of rows) {
-      const kinds = out.get(r.deviceId) ?? new Set<WakeKind>();
-      kinds.add(r.kind);
-      out.set(r.deviceId, kinds);
-    }
-    return out;
-  }
-
   removeDead(targetId: number): boolean {
     return this.st.removeDead.run(targetId).changes > 0;
   }
@@ -111,9 +96,6 @@ export class SqliteWakeTargets implements WakeTargetStorePort {
   }
   remove(deviceId: number, targetId: number) {
     return this.gate.pass(() => this.rows.remove(deviceId, targetId));
-  }
-  kindsOf(deviceIds: readonly number[]) {
-    return this.gate.pass(() => this.rows.kindsOf(deviceIds));
   }
   removeDead(targetId: number) {
     return this.gate.pass(() => this.rows.removeDead(targetId));

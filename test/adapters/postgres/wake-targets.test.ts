@@ -2,7 +2,7 @@
 // the same time: `add` counts a device's targets only once it holds the device's row, so two
 // registrations for one device, on any connection or node, count one after the other and the
 // limit holds (test/api/wake-targets.test.ts runs 20 at once through the API; this shows the lock
-// deterministically). And kindsOf, removeDead, and the cascade from devices.
+// deterministically). And list, removeDead, and the cascade from devices.
 import t, { type Test } from 'tap';
 import pg from 'pg';
 import { PgWakeTargets } from '../../../src/adapters/postgres/wake-targets.js';
@@ -53,11 +53,9 @@ t.test('when targets are read by kind, removed as dead, or their device deleted,
   await add(store, a, sms(1));
   await add(store, a, sms(2));
   await add(store, b, { kind: 'voice', phone: '+14155550100' });
-  const kinds = await store.kindsOf([a, b, none, 9_999_999]);
-  t.same([...kinds.keys()].sort(), [a, b].sort(), 'a device holding none is absent');
-  t.same([...kinds.get(a)!].sort(), ['fcm', 'sms']);
-  t.same([...kinds.get(b)!], ['voice']);
-  t.same(await store.kindsOf([]), new Map());
+  t.same((await store.list(a)).map((x) => x.kind), ['fcm', 'sms', 'sms'], 'in id order');
+  t.same((await store.list(b)).map((x) => x.kind), ['voice']);
+  t.same(await store.list(none), [], 'a device holding none');
   t.equal(await add(store, 9_999_999, sms(3)), undefined, 'no device: undefined');
   if (typeof fcm !== 'object') throw new Error('fcm not added');
   t.match(await add(store, a, sms(1)), { record: { id: Number }, created: false }, 'the same address again: the stored one');
