@@ -62,6 +62,12 @@ export interface WakeStepStorePort {
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
   /** a held step given back unfinished (its node stops): claimable at once, its recorded targets kept */
   release(step: { id: number; by: string }): Promise<boolean>;
+  /**
+   * At a node's start, before its first claim: every step a lease of this NODE_ID holds given
+   * back (a NODE_ID is one node's: whatever held them, a run of this node killed before it could
+   * give them back, is over); how many.
+   */
+  releaseNode(nodeId: string): Promise<number>;
 }
 
 /** a claimed step's row, as either adapter reads it (ids as numbers) */

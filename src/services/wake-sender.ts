@@ -18,7 +18,9 @@
 // flood of incidents, or its devices' targets that hang until the channel's timeout, cannot hold
 // up another tenant's wake-ups, and a push provider that hangs cannot hold up the SMS and calls
 // that escalate past it. A channel the operator has not configured has no adapter here: its
-// targets are recorded `not-configured`. A node that stops gives its unfinished steps back.
+// targets are recorded `not-configured`. A node that stops gives its unfinished steps back; one
+// that starts takes back what an earlier run of its NODE_ID held (a run killed before it could
+// give them back), rather than waiting for their leases.
 import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
 import { laneKey, shareLanes } from '../domain/webhook-share.js';
 import type { Clock } from '../ports/clock.js';
@@ -108,8 +110,16 @@ export class WakeSender {
     this.rounds.wake();
   }
 
+  /** whether this run gave back what an earlier run of this node held (before its first claim) */
+  private resumed = false;
+
   /** one claim; true when it filled the room there was (more may be due) */
   async round(): Promise<boolean> {
+    if (!this.resumed) {
+      const n = await this.store.releaseNode(this.o.nodeId);
+      this.resumed = true;
+      if (n > 0) this.log.warn({ steps: n, nodeId: this.o.nodeId }, 'wake steps an earlier run of this node held (killed before it gave them back) are sent now');
+    }
     const room = this.o.inFlightMax - this.inFlight.size;
     if (room <= 0) return false;
     const now = this.clock.now().getTime();

@@ -102,6 +102,12 @@ export class PgWakeSteps implements WakeStepStorePort {
     return (r.rowCount ?? 0) > 0;
   }
 
+  async releaseNode(nodeId: string): Promise<number> {
+    // a lease's holder is `<NODE_ID>:…` (services/rounds.ts)
+    const r = await this.pool.query(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE state = 'PENDING' AND split_part(claimed_by, ':', 1) = $1`, [nodeId]);
+    return r.rowCount ?? 0;
+  }
+
   async release(step: { id: number; by: string }): Promise<boolean> {
     const r = await this.pool.query(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE id = $1 AND claimed_by = $2 AND state = 'PENDING'`, [step.id, step.by]);
     return (r.rowCount ?? 0) > 0;

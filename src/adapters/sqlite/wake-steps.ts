@@ -61,6 +61,8 @@ export class WakeStepRows {
       targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
       record: p(`UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || ?, attempts = attempts + 1 WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
       release: p(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
+      // a lease's holder is `<NODE_ID>:…` (services/rounds.ts)
+      releaseNode: p(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE state = 'PENDING' AND substr(claimed_by, 1, instr(claimed_by, ':') - 1) = ?`),
       settle: p(
         `UPDATE wake_steps SET state = ?, outcome = nullif(trim(coalesce(outcome, '') || ' ' || ?), ''), claimed_until = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`,
       ),
@@ -87,6 +89,10 @@ export class WakeStepRows {
 
   recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']): boolean {
     return relaxedTransaction(this.sqlite, this.level, () => this.st.record.run(targetResult(kind, targetId, outcome), step.id, step.by).changes > 0);
+  }
+
+  releaseNode(nodeId: string): number {
+    return relaxedTransaction(this.sqlite, this.level, () => this.st.releaseNode.run(nodeId).changes);
   }
 
   release(step: { id: number; by: string }): boolean {
@@ -116,5 +122,8 @@ export class SqliteWakeSteps implements WakeStepStorePort {
   }
   release(step: { id: number; by: string }) {
     return this.gate.pass(() => this.rows.release(step));
+  }
+  releaseNode(nodeId: string) {
+    return this.gate.pass(() => this.rows.releaseNode(nodeId));
   }
 }

@@ -62,4 +62,10 @@ t.test('when a step’s lease is held by a node presumed dead, then another node
   t.equal(await store.release({ id: ids.get(null)!, by: 'dead:7:0a0b0c0d' }), false, 'only by its holder');
   t.equal(await store.release({ id: ids.get(null)!, by: 'here:2:55667788' }), true);
   t.same((await store.claim({ now: at(0), until: at(60), by: 'live:4:99887766', choose: (ready) => [...ready] })).map((x) => x.id), [ids.get(null)], 'given back, claimed again at once');
+  // a node that starts takes back what its NODE_ID's earlier run held, and nothing of another node
+  t.equal(await store.releaseNode('live'), 2, 'the two steps the live node holds (its earlier run, as the node starting sees it)');
+  t.equal(await store.releaseNode('liv'), 0, 'a NODE_ID that is a prefix of another is another');
+  const held = (await pool.query<{ claimed_by: string | null }>('SELECT claimed_by FROM wake_steps ORDER BY id')).rows.map((r) => r.claimed_by);
+  t.notOk(held.some((h) => h?.startsWith('live:')), `none held by live: (${held.join(', ')})`);
+  t.ok(held.includes('here:2:55667788'), 'another node’s kept');
 });

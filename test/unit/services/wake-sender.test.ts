@@ -47,6 +47,11 @@ class Store implements WakeStepStorePort {
     this.released.push(s.id);
     return true;
   }
+  resumed: string[] = [];
+  async releaseNode(nodeId: string): Promise<number> {
+    this.resumed.push(nodeId);
+    return 2;
+  }
   /** the targets' port's part the sender uses */
   readonly targets = { removeDead: async (id: number) => (this.removed.push(id), true) };
 }
@@ -194,4 +199,15 @@ t.test('when the node stops while a target waits to be tried again, then the wai
   t.ok(Date.now() - t0 < 1000, `stopped in ${Date.now() - t0} ms, not after the provider's 30 s Retry-After`);
   t.same(store.recorded, [], 'nothing recorded');
   t.same(store.released, [1]);
+});
+
+t.test('when a node starts, then before its first claim it takes back what an earlier run of its NODE_ID held, once', async (t) => {
+  const store = new Store();
+  const warned: string[] = [];
+  const s = new WakeSender(store, store.targets, {}, clock, { ...quiet, warn: (_o: object, msg: string) => void warned.push(msg) }, { nodeId: 'n1', pushTtlMs: 3600_000 });
+  await s.round();
+  await s.round();
+  await s.stop();
+  t.same(store.resumed, ['n1'], 'once, for its own NODE_ID');
+  t.match(warned, [/an earlier run of this node held/], 'and says so');
 });
