@@ -1485,7 +1485,7 @@ export interface components {
         };
         /** @description A browser's `PushSubscription.toJSON()` (RFC 8030, keys of RFC 8291). */
         WebPushSubscription: {
-            /** @description The push service URL: https, on a public address. */
+            /** @description The push service URL: https, on a public address; at most 2 048 characters once normalised (non-ASCII characters percent-encoded), else 400. */
             endpoint: string;
             keys: {
                 /** @description base64url */
@@ -1510,7 +1510,7 @@ export interface components {
              * @enum {string}
              */
             kind: "fcm";
-            /** @description An FCM registration token. */
+            /** @description An FCM registration token (a few hundred characters; at most 2 048 since 2026-11-29). */
             token: string;
         };
         WakeTargetApns: {

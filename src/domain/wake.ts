@@ -162,7 +162,14 @@ export function reachedTargets(outcome: string | null): Set<number> {
 /** a phone number in E.164: + and 8 to 15 digits, the first not 0 */
 const E164 = /^\+[1-9]\d{7,14}$/;
 /** FCM registration tokens and APNs device tokens, as their platforms give them */
-const FCM_TOKEN = /^[A-Za-z0-9_:\-.]{20,4096}$/;
+const FCM_TOKEN = /^[A-Za-z0-9_:\-.]{20,2048}$/;
+/**
+ * The longest address a target may have (targetAddress: an endpoint as normalised, a token):
+ * the device's targets are unique by it, and PostgreSQL's index takes about 2 700 bytes a row
+ * (a longer endpoint, percent-encoded by the normalisation, answered 500 there: 2026-11-29).
+ * FCM tokens and push services' endpoints are a few hundred characters.
+ */
+export const WAKE_ADDRESS_MAX = 2048;
 const APNS_TOKEN = /^[0-9a-fA-F]{64,200}$/;
 /** a subscription key, base64url without padding */
 const B64URL = /^[A-Za-z0-9_-]+$/;
@@ -204,6 +211,7 @@ export function checkWakeTarget(body: WakeTarget, configured: ReadonlySet<WakeKi
       const literal = hostAddress(url.hostname);
       if (literal !== null && !allowPrivate && !isPublicAddress(literal)) return invalid('/subscription/endpoint', 'names an address that is not public');
       if (!B64URL.test(keys.p256dh) || !B64URL.test(keys.auth)) return invalid('/subscription/keys', 'must be base64url (the subscription’s toJSON())');
+      if (url.href.length > WAKE_ADDRESS_MAX) return invalid('/subscription/endpoint', `is longer than ${WAKE_ADDRESS_MAX} characters once normalised (percent-encoded)`);
       return { ok: true, target: { kind: 'webpush', subscription: { endpoint: url.href, keys: { p256dh: keys.p256dh, auth: keys.auth } } } };
     }
   }

@@ -119,6 +119,7 @@ t.test('when a target breaks its kind’s rules, then 400 names the field; a kin
   await bad({ kind: 'webpush', subscription: { ...TARGETS.webpush.subscription, endpoint: 'https://10.0.0.5/x' } }, '/body/subscription/endpoint', 'a private address');
   await bad({ kind: 'webpush', subscription: { ...TARGETS.webpush.subscription, endpoint: 'https://[::1]/x' } }, '/body/subscription/endpoint', 'a loopback address');
   await bad({ kind: 'webpush', subscription: { endpoint: 'https://push.example.org/x', keys: { p256dh: 'not base64!', auth: 'x' } } }, '/body/subscription/keys', 'keys not base64url');
+  await bad({ kind: 'webpush', subscription: { ...TARGETS.webpush.subscription, endpoint: `https://push.example.org/${'推'.repeat(1000)}` } }, '/body/subscription/endpoint', 'an endpoint of 9 000 characters once percent-encoded (500 on PostgreSQL before 2026-11-29)');
   await bad({ kind: 'pager', number: '1' }, '/body', 'an unknown kind (the schema)');
   await bad({ kind: 'sms', phone: '+41791234567', extra: 1 }, '/body', 'an unknown field');
   await bad({ kind: 'sms' }, '/body', 'no phone');

@@ -403,7 +403,7 @@ t.test('when a database from before 0007 holds users, then those who created inc
   t.equal(later.rows[0]!.c, false, 'a user made after it is without it');
 });
 
-t.test('when a database from before 0011 holds a device’s target twice, then the oldest is kept with its address', { skip: pgSkip }, async (t) => {
+t.test('when a database from before 0011 holds a device’s target twice, then the oldest is kept with its address and the newest content', { skip: pgSkip }, async (t) => {
   const url = await freshDatabase(t);
   const dir = mkdtempSync(join(tmpdir(), 'cad-pg-migrate-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -420,6 +420,7 @@ t.test('when a database from before 0011 holds a device’s target twice, then t
   const sub = (auth: string) => JSON.stringify({ kind: 'webpush', subscription: { endpoint: 'https://push.example.net/s/1', keys: { p256dh: 'p', auth } } });
   const first = await target(sub('a'));
   await target(sub('b'));
+  await target(JSON.stringify({ kind: 'fcm', token: 'f'.repeat(3000) })); // longer than any FCM token: removed, not an index row PostgreSQL refuses
   const sms = await target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
   const voice = await target(JSON.stringify({ kind: 'voice', phone: '+41791234567' }));
   await target(JSON.stringify({ kind: 'sms', phone: '+41791234567' }));
@@ -427,6 +428,8 @@ t.test('when a database from before 0011 holds a device’s target twice, then t
 
   const db = await migrated(t, url);
   const { rows } = await db.$client.query<{ id: string; kind: string; address: string }>('SELECT id, kind, address FROM wake_targets ORDER BY id');
+  const kept = (await db.$client.query<{ target: string }>('SELECT target FROM wake_targets WHERE id = $1', [first])).rows[0]!;
+  t.match(JSON.parse(kept.target), { subscription: { keys: { auth: 'b' } } }, 'with the newest registration’s keys');
   t.same(
     rows.map((r) => [Number(r.id), r.kind, r.address]),
     [

@@ -384,7 +384,7 @@ t.test('when a database from before 0019 holds users, then those who created inc
   t.equal(later.createIncidents, false, 'a user made after it is without it');
 });
 
-t.test('when a database from before 0023 holds a device’s target twice, then the oldest is kept with its address, and registering it again updates it', async (t) => {
+t.test('when a database from before 0023 holds a device’s target twice, then the oldest is kept with its address and the newest content, and registering it again updates it', async (t) => {
   const { path, sqlite } = olderDatabase(t, journal.entries.findIndex((e) => e.tag.startsWith('0023_')));
   const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1')`).run().lastInsertRowid);
   const target = (json: string) => Number(sqlite.prepare(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES (?, json_extract(?, '$.kind'), ?, '2026-11-29T00:00:00.000Z')`).run(device, json, json).lastInsertRowid);
@@ -399,6 +399,7 @@ t.test('when a database from before 0023 holds a device’s target twice, then t
 
   const db = openDatabase({ path, synchronous: 'OFF' });
   t.teardown(() => db.$client.close());
+  t.match(JSON.parse(db.$client.prepare('SELECT target FROM wake_targets WHERE id = ?').pluck().get(first) as string), { subscription: { keys: { auth: 'b' } } }, 'with the newest registration’s keys');
   t.same(db.$client.prepare('SELECT id, kind, address FROM wake_targets ORDER BY id').all(), [
     { id: first, kind: 'webpush', address: 'https://push.example.net/s/1' },
     { id: fcm, kind: 'fcm', address: 't'.repeat(30) },

@@ -16,11 +16,13 @@ import {
   stepOf,
   stepStops,
   voiceText,
+  WAKE_ADDRESS_MAX,
   WAKE_RETRY_AFTER_MAX_MS,
   WAKE_TRIES_MAX,
   type StepFacts,
   type WakeKind,
   type WakeMessage,
+  type WakeTarget,
 } from '../../../src/domain/wake.js';
 
 const AT = '2026-11-29T04:00:00.000Z';
@@ -137,4 +139,13 @@ t.test('when a target is registered, then its address is where it is reached: th
   t.equal(targetAddress({ kind: 'apns', token: 'a'.repeat(64), critical: true }), 'a'.repeat(64));
   t.equal(targetAddress({ kind: 'sms', phone: '+41791234567' }), '+41791234567');
   t.equal(targetAddress({ kind: 'voice', phone: '+41791234567' }), '+41791234567');
+});
+
+t.test('when an endpoint is longer than WAKE_ADDRESS_MAX once normalised, then it is refused: the targets are unique by it', async (t) => {
+  const all = new Set<WakeKind>(['webpush', 'fcm']);
+  const sub = (endpoint: string): WakeTarget => ({ kind: 'webpush', subscription: { endpoint, keys: { p256dh: 'p', auth: 'a' } } });
+  // 1 000 characters as sent, 9 000 once percent-encoded
+  t.match(checkWakeTarget(sub(`https://push.example.net/${'推'.repeat(1000)}`), all, false), { ok: false, path: '/subscription/endpoint', reason: /longer than 2048/ });
+  t.match(checkWakeTarget(sub(`https://push.example.net/${'a'.repeat(WAKE_ADDRESS_MAX - 25)}`), all, false), { ok: true }, 'exactly the most');
+  t.match(checkWakeTarget({ kind: 'fcm', token: 'f'.repeat(2049) }, all, false), { ok: false, path: '/token' });
 });
