@@ -50,6 +50,12 @@ export interface WakeSenderOptions {
   perOwner?: number;
   /** steps of one owner and kind (wake, sms, voice) this node works on at once (default half of perOwner) */
   perLane?: number;
+  /**
+   * at a stop, how long the tries already out may take to be answered (default 3 s, within the
+   * process's 10 s to shut down): a message a provider is accepting is not cut short and sent
+   * again by the node that takes the step over
+   */
+  drainMs?: number;
   /** a claim's lease: longer than a step's tries (3 × 10 s and the waits between; default 60 s) */
   leaseMs?: number;
   /** waits between tries (tests shorten them); default setTimeout */
@@ -73,9 +79,12 @@ export class WakeSender {
   /** this node's steps in flight, by owner, and by owner and kind (the fair share's `held` and `heldLanes`) */
   private readonly held = new Map<number, number>();
   private readonly heldLanes = new Map<string, number>();
+  /** the node stops: no try after the one under way, the waits between tries end */
+  private readonly ending = new AbortController();
+  /** the tries still out when the drain is over are cut short (each resolves `retry`) */
   private readonly abort = new AbortController();
   /** resolves when the sender stops: a wait between tries ends then */
-  private readonly stopping = new Promise<void>((resolve) => this.abort.signal.addEventListener('abort', () => resolve(), { once: true }));
+  private readonly stopping = new Promise<void>((resolve) => this.ending.signal.addEventListener('abort', () => resolve(), { once: true }));
   readonly stats = { steps: 0, stopped: 0, sent: 0, lost: 0 };
 
   constructor(
@@ -93,6 +102,7 @@ export class WakeSender {
       gapMs: 20,
       inFlightMax: 64,
       leaseMs: 60_000,
+      drainMs: 3_000,
       perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 64) / 2)),
       perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 64) / 2)) / 2)),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
@@ -191,7 +201,7 @@ export class WakeSender {
           result = 'gone';
           break;
         }
-        if (o.outcome === 'retry' && this.abort.signal.aborted) return null;
+        if (o.outcome === 'retry' && this.ending.signal.aborted) return null;
         const wait = o.outcome === 'retry' ? nextTryInMs(tries, o.retryAfterMs) : null;
         if (wait === null) {
           this.log.warn({ stepId: s.id, targetId: t.id, kind: t.target.kind, status: o.status, detail: o.detail, tries }, 'a wake-up was not accepted');
@@ -199,7 +209,7 @@ export class WakeSender {
           break;
         }
         await Promise.race([this.o.sleep(wait), this.stopping]);
-        if (this.abort.signal.aborted) return null;
+        if (this.ending.signal.aborted) return null;
       }
     }
     if (!(await this.store.recordTarget(s, t.id, result, t.target.kind))) this.stats.lost++;
@@ -224,13 +234,25 @@ export class WakeSender {
   }
 
   /**
-   * No new claims; the tries under way are cut short (each resolves `retry`) and awaited, and
-   * the steps they belong to given back unfinished (ports/wake-steps.ts release): a wake-up is
-   * never counted failed because this node stopped.
+   * No new claims and no new tries (the waits between tries end); the tries already out are
+   * answered within `drainMs` (their results recorded as usual), then those still out are cut
+   * short; a step left with a target that has no result is given back unfinished
+   * (ports/wake-steps.ts release), to be sent by the node that takes it: a wake-up is never
+   * counted failed because this node stopped, and one a provider accepted in time is not sent
+   * again.
    */
   async stop(): Promise<void> {
-    this.abort.abort();
+    this.ending.abort();
     await this.rounds.stop();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.inFlight.values()]),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, this.o.drainMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    this.abort.abort();
     await Promise.allSettled([...this.inFlight.values()]);
   }
 }

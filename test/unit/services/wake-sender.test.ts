@@ -162,7 +162,7 @@ t.test('when a step has no target left (all reached before a takeover), then it 
   t.same(store.ends, [[1, { state: 'DONE', outcome: 'no target' }]]);
 });
 
-t.test('when the node stops while a wake-up is under way, then the step is given back unfinished: nothing recorded failed, claimable at once by the next claim', async (t) => {
+t.test('when the node stops while a wake-up is still unanswered after the drain, then the step is given back unfinished: nothing recorded failed, claimable at once by the next claim', async (t) => {
   const store = new Store();
   store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: fcm }] })];
   // the push service hangs until the send is aborted, as a real one cut off by the stop; FCM accepts
@@ -175,7 +175,7 @@ t.test('when the node stops while a wake-up is under way, then the step is given
         signal?.addEventListener('abort', () => resolve({ outcome: 'retry', status: null, detail: 'aborted' }), { once: true });
       }),
   };
-  const s = sender(store, { webpush: hanging, fcm: channel('fcm', []) });
+  const s = new WakeSender(store, store.targets, { webpush: hanging, fcm: channel('fcm', []) }, clock, quiet, { nodeId: 'n1', pushTtlMs: 3600_000, drainMs: 50 });
   await s.round();
   while (sent === 0) await new Promise((r) => setTimeout(r, 5));
   await s.stop();
@@ -210,4 +210,27 @@ t.test('when a node starts, then before its first claim it takes back what an ea
   await s.stop();
   t.same(store.resumed, ['n1'], 'once, for its own NODE_ID');
   t.match(warned, [/an earlier run of this node held/], 'and says so');
+});
+
+t.test('when the node stops while a provider is answering, then the answer within the drain is recorded and the step settled, not given back to be sent again', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }] })];
+  let answer: (() => void) | undefined;
+  const slow: WakeChannel<'webpush'> = {
+    kind: 'webpush',
+    send: (_target, _message, signal) =>
+      new Promise((resolve) => {
+        answer = () => resolve({ outcome: 'accepted', status: 201 });
+        signal?.addEventListener('abort', () => resolve({ outcome: 'retry', status: null, detail: 'aborted' }), { once: true });
+      }),
+  };
+  const s = new WakeSender(store, store.targets, { webpush: slow }, clock, quiet, { nodeId: 'n1', pushTtlMs: 3600_000, drainMs: 5_000 });
+  await s.round();
+  while (answer === undefined) await new Promise((r) => setTimeout(r, 5));
+  const stopped = s.stop();
+  setTimeout(() => answer!(), 100); // accepted 100 ms into the stop
+  await stopped;
+  t.same(store.recorded, [[1, 11, 'webpush:accepted']]);
+  t.same(store.ends, [[1, { state: 'DONE', outcome: '' }]], 'settled');
+  t.same(store.released, [], 'not given back');
 });
