@@ -44,7 +44,10 @@ export interface WakeSenderOptions {
   pollMs?: number;
   /** the least time between two rounds a step's end asks for (default 20 ms) */
   gapMs?: number;
-  /** steps this node works on at once (default 64) */
+  /**
+   * steps this node works on at once (default 128: one owner, the usual single CAD, may hold 64
+   * and each of its kinds of step 32, what one node worked on before the share, 2026-11-29)
+   */
   inFlightMax?: number;
   /** steps of one owner this node works on at once (default half of inFlightMax) */
   perOwner?: number;
@@ -100,11 +103,11 @@ export class WakeSender {
     this.o = {
       pollMs: 100,
       gapMs: 20,
-      inFlightMax: 64,
+      inFlightMax: 128,
       leaseMs: 60_000,
       drainMs: 3_000,
-      perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 64) / 2)),
-      perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 64) / 2)) / 2)),
+      perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 128) / 2)),
+      perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 128) / 2)) / 2)),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
       ...options,
     };
