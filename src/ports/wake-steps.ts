@@ -45,6 +45,12 @@ export interface StepClaim {
    * reads `ready` and claims the oldest due of each.
    */
   choose(ready: readonly LaneReady[]): LaneReady[];
+  /**
+   * the most this claim takes in all (the node's free room): each lane's ready steps are counted
+   * up to it, so a claim's reads stay bounded however many steps wait (a provider down for
+   * minutes leaves tens of thousands)
+   */
+  limit: number;
 }
 
 /** how a step ended: DONE (sent to every target it had), or STOPPED (the ladder stopped: domain/wake.ts StopReason) */

@@ -138,6 +138,7 @@ export class WakeSender {
     const now = this.clock.now().getTime();
     const claimed = await this.store.claim({
       ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
+      limit: room,
       choose: (ready) => shareLanes(ready, { room, perOwner: this.o.perOwner, perLane: this.o.perLane, held: this.held, heldLanes: this.heldLanes }),
     });
     for (const s of claimed) {

@@ -512,7 +512,8 @@ export const wakeSteps = pgTable(
     ownerId: id('owner_id').notNull().default(0),
   },
   (t) => [
-    index('wake_steps_due').on(t.state, t.dueAt),
+    // the sender's lanes (owner and kind), each one's due steps in order (wake-steps.ts)
+    index('wake_steps_lane').on(t.state, t.ownerId, t.step, t.dueAt),
     index('wake_steps_device_incident').on(t.deviceId, t.incidentId),
     index('wake_steps_event').on(t.eventId),
   ],

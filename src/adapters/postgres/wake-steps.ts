@@ -19,8 +19,21 @@ const ready = (now: string, by: string) => `w.state = 'PENDING' AND w.due_at <= 
       OR (split_part(w.claimed_by, ':', 1) <> split_part(${by}, ':', 1)
         AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.node_id = split_part(w.claimed_by, ':', 1) AND n.heartbeat_at > now() - make_interval(secs => ${DEAD_AFTER_S}))))`;
 
-/** how many each owner has ready of each step (the fair share's candidates) */
-const READY_BY_LANE = `SELECT w.owner_id AS "ownerId", w.step AS lane, count(*)::int AS ready FROM wake_steps w WHERE ${ready('$1', '$2')} GROUP BY w.owner_id, w.step`;
+/**
+ * Each lane (owner and kind of step) holding pending steps, found one index seek each (a loose
+ * scan of wake_steps_lane), with its ready steps counted up to $3: bounded however many steps
+ * wait (a count of every ready step grew with the backlog: 2026-11-29). The fair share's
+ * candidates.
+ */
+const READY_BY_LANE = `WITH RECURSIVE lane AS (
+    (SELECT owner_id, step FROM wake_steps WHERE state = 'PENDING' ORDER BY owner_id, step LIMIT 1)
+    UNION ALL
+    SELECT n.owner_id, n.step FROM lane CROSS JOIN LATERAL (
+      SELECT w.owner_id, w.step FROM wake_steps w WHERE w.state = 'PENDING' AND (w.owner_id, w.step) > (lane.owner_id, lane.step) ORDER BY w.owner_id, w.step LIMIT 1) n
+  )
+  SELECT lane.owner_id AS "ownerId", lane.step AS lane, c.ready FROM lane CROSS JOIN LATERAL (
+    SELECT count(*)::int AS ready FROM (SELECT 1 FROM wake_steps w WHERE ${ready('$1', '$2')} AND w.owner_id = lane.owner_id AND w.step = lane.step LIMIT $3) x) c
+  WHERE c.ready > 0`;
 
 /** of each owner in $4, its $6 oldest ready steps of the kind in $5, claimed (those another claim holds locked are skipped) */
 const CLAIM = `WITH due AS (
@@ -67,7 +80,7 @@ export class PgWakeSteps implements WakeStepStorePort {
   }
 
   async claim(o: StepClaim): Promise<ClaimedStep[]> {
-    const { rows: candidates } = await this.pool.query<{ ownerId: Num; lane: string; ready: number }>(READY_BY_LANE, [o.now, o.by]);
+    const { rows: candidates } = await this.pool.query<{ ownerId: Num; lane: string; ready: number }>(READY_BY_LANE, [o.now, o.by, o.limit]);
     const chosen = o.choose(candidates.map((r) => ({ ownerId: Number(r.ownerId), lane: r.lane, ready: r.ready })));
     if (chosen.length === 0) return [];
     const claimed = (await this.pool.query<ClaimRow>(CLAIM, [o.now, o.until, o.by, chosen.map((c) => c.ownerId), chosen.map((c) => c.lane), chosen.map((c) => c.ready)])).rows;

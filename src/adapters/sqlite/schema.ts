@@ -473,8 +473,9 @@ export const wakeSteps = sqliteTable(
     ownerId: integer('owner_id').notNull().default(0),
   },
   (t) => [
-    // the sender: the due steps; the responders list and the stop rules: a device's steps of an incident
-    index('wake_steps_due').on(t.state, t.dueAt),
+    // the sender: its lanes (owner and kind), each one's due steps in order (wake-steps.ts); the
+    // responders list and the stop rules: a device's steps of an incident
+    index('wake_steps_lane').on(t.state, t.ownerId, t.step, t.dueAt),
     index('wake_steps_device_incident').on(t.deviceId, t.incidentId),
     index('wake_steps_event').on(t.eventId),
   ],

@@ -20,8 +20,25 @@ import { relaxedTransaction } from './engine/relaxed.js';
 /** a step the sender may claim now: pending, due, and not held by a live lease */
 const READY = `state = 'PENDING' AND due_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)`;
 
-/** how many each owner has ready of each step (the fair share's candidates) */
-const READY_BY_LANE = `SELECT owner_id AS ownerId, step AS lane, count(*) AS ready FROM wake_steps WHERE ${READY} GROUP BY owner_id, step`;
+/**
+ * The lanes (owner and kind of step) holding pending steps, one index seek each (a loose scan of
+ * wake_steps_lane), however many steps wait in them: a count of every ready step took 12 ms a
+ * round with 50 000 waiting (2026-11-29).
+ */
+const LANES = `
+  WITH RECURSIVE lane(owner, step) AS (
+    SELECT * FROM (SELECT owner_id, step FROM wake_steps WHERE state = 'PENDING' ORDER BY owner_id, step LIMIT 1)
+    UNION ALL
+    -- the owner's next kind, else the next owner's first (two seeks: SQLite's plan for a
+    -- row-value comparison walked the rest of the owner's steps)
+    SELECT n.owner_id, n.step FROM lane JOIN wake_steps n ON n.id = coalesce(
+      (SELECT w.id FROM wake_steps w WHERE w.state = 'PENDING' AND w.owner_id = lane.owner AND w.step > lane.step ORDER BY w.step LIMIT 1),
+      (SELECT w.id FROM wake_steps w WHERE w.state = 'PENDING' AND w.owner_id > lane.owner ORDER BY w.owner_id, w.step LIMIT 1))
+  )
+  SELECT owner AS ownerId, step AS lane FROM lane`;
+
+/** a lane's ready steps, counted up to @cap (the fair share's candidates) */
+const READY_IN_LANE = `SELECT count(*) FROM (SELECT 1 FROM wake_steps WHERE ${READY} AND owner_id = @owner AND step = @step LIMIT @cap)`;
 
 /** the owner's `limit` oldest ready steps of the kind, claimed */
 const CLAIM = `
@@ -55,7 +72,8 @@ export class WakeStepRows {
     this.sqlite = db.$client;
     const p = (sql: string) => this.sqlite.prepare(sql);
     this.st = {
-      ready: p(READY_BY_LANE),
+      lanes: p(LANES),
+      readyIn: p(READY_IN_LANE).pluck(),
       claim: p(CLAIM),
       facts: p(FACTS),
       targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
@@ -72,8 +90,13 @@ export class WakeStepRows {
 
   claim(o: StepClaim): ClaimedStep[] {
     return relaxedTransaction(this.sqlite, this.level, () => {
+      const ready: LaneReady[] = [];
+      for (const l of this.st.lanes.all() as { ownerId: number; lane: string }[]) {
+        const n = this.st.readyIn.get({ now: o.now, owner: l.ownerId, step: l.lane, cap: o.limit }) as number;
+        if (n > 0) ready.push({ ownerId: l.ownerId, lane: l.lane, ready: n });
+      }
       const out: ClaimedStep[] = [];
-      for (const c of o.choose(this.st.ready.all({ now: o.now }) as LaneReady[])) {
+      for (const c of o.choose(ready)) {
         for (const r of this.st.claim.all({ now: o.now, until: o.until, by: o.by, owner: c.ownerId, step: c.lane, limit: c.ready }) as StepRow[]) out.push(this.withFacts(r, o.by));
       }
       return out;

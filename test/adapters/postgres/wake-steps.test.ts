@@ -40,7 +40,7 @@ t.test('when a step’s lease is held by a node presumed dead, then another node
     ids.set(by, Number(rows[0]!.id));
   }
   const store = new PgWakeSteps(db);
-  const claimed = await store.claim({ now: at(0), until: at(60), by: 'here:2:55667788', choose: (ready) => [...ready] });
+  const claimed = await store.claim({ now: at(0), until: at(60), by: 'here:2:55667788', choose: (ready) => [...ready], limit: 10 });
   t.same(
     claimed.map((s) => s.id).sort((a, b) => a - b),
     [ids.get('dead:7:0a0b0c0d'), ids.get('vanished:1:01020304'), ids.get(null)].sort((a, b) => a! - b!),
@@ -57,11 +57,11 @@ t.test('when a step’s lease is held by a node presumed dead, then another node
   t.equal(await store.settle({ id: ids.get('dead:7:0a0b0c0d')!, by: 'dead:7:0a0b0c0d' }, { state: 'DONE', outcome: '' }), false, 'and its late settle');
   // once the claimer's heartbeat is fresh, the live node finds nothing to take
   await pool.query(`UPDATE nodes SET heartbeat_at = now() WHERE node_id = 'here'`);
-  t.same(await store.claim({ now: at(0), until: at(60), by: 'live:4:99887766', choose: (ready) => [...ready] }), [], 'every step is held by a node alive');
+  t.same(await store.claim({ now: at(0), until: at(60), by: 'live:4:99887766', choose: (ready) => [...ready], limit: 10 }), [], 'every step is held by a node alive');
   // a node that stops gives its unfinished steps back: claimable at once, by anyone
   t.equal(await store.release({ id: ids.get(null)!, by: 'dead:7:0a0b0c0d' }), false, 'only by its holder');
   t.equal(await store.release({ id: ids.get(null)!, by: 'here:2:55667788' }), true);
-  t.same((await store.claim({ now: at(0), until: at(60), by: 'live:4:99887766', choose: (ready) => [...ready] })).map((x) => x.id), [ids.get(null)], 'given back, claimed again at once');
+  t.same((await store.claim({ now: at(0), until: at(60), by: 'live:4:99887766', choose: (ready) => [...ready], limit: 10 })).map((x) => x.id), [ids.get(null)], 'given back, claimed again at once');
   // a node that starts takes back what its NODE_ID's earlier run held, and nothing of another node
   t.equal(await store.releaseNode('live'), 2, 'the two steps the live node holds (its earlier run, as the node starting sees it)');
   t.equal(await store.releaseNode('liv'), 0, 'a NODE_ID that is a prefix of another is another');

@@ -32,13 +32,18 @@ t.test('when steps of two owners and two kinds are due, then a claim takes what 
   const held = step(2, 'sms', -3, 'other:1:aa'); // held by a live lease
   const mine = step(1, 'voice', -3, 'n1:7:bb'); // held by an earlier run of n1
   const n10 = step(1, 'voice', -3, 'n10:1:cc'); // held by another node whose NODE_ID starts alike
+  step(3, 'sms', 40); // a lane with nothing due yet
   const store = new SqliteWakeSteps(new WakeStepRows(db), new Gate());
+  let capped: readonly LaneReady[] = [];
+  await store.claim({ now: at(0), until: at(60), by: 'n1:1:00', limit: 1, choose: (ready) => ((capped = ready), []) });
+  t.same([...capped].map((r) => `${r.ownerId}:${r.lane}=${r.ready}`).sort(), ['1:sms=1', '1:wake=1', '2:wake=1'], 'each lane counted up to the claim’s limit; a lane with nothing due is no candidate');
 
   let seen: readonly LaneReady[] = [];
   const claimed = await store.claim({
     now: at(0),
     until: at(60),
     by: 'n1:8:dd',
+    limit: 10,
     choose: (ready) => {
       seen = ready;
       return [
@@ -58,6 +63,6 @@ t.test('when steps of two owners and two kinds are due, then a claim takes what 
   t.equal(by.get(mine), null);
   t.equal(by.get(n10), 'n10:1:cc', 'not another node’s');
   t.equal(by.get(held), 'other:1:aa');
-  const again = await store.claim({ now: at(0), until: at(60), by: 'n1:9:ee', choose: (ready) => [...ready] });
+  const again = await store.claim({ now: at(0), until: at(60), by: 'n1:9:ee', choose: (ready) => [...ready], limit: 10 });
   t.same(again.map((s) => s.id).sort((x, y) => x - y), [a1, a2, a3, b1, mine].sort((x, y) => x - y), 'everything due and free, given back included');
 });
