@@ -4,11 +4,12 @@
 // answers (until the test ends), as a provider or a target that hangs until the channel's
 // timeout; the others are accepted at once. Every wait is bounded and generous; nothing here
 // times the sender.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { WakeSettings } from '../../src/config-wake.js';
 import type { WakeChannel, WakeMessage, WakeOutcome } from '../../src/ports/wake.js';
 import { makeApp } from '../fixtures/app.js';
 import { incidentBody, send, world } from '../fixtures/incidents.js';
+import { until } from '../fixtures/sockets.js';
 
 class HangingFcm implements WakeChannel<'fcm'> {
   readonly kind = 'fcm' as const;
@@ -28,17 +29,6 @@ class HangingFcm implements WakeChannel<'fcm'> {
   release(): void {
     this.released = true;
     for (const r of this.hanging.splice(0)) r();
-  }
-}
-
-async function until(t: Test, what: string, probe: () => boolean, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!probe()) {
-    if (Date.now() > end) {
-      t.fail(`${what}: not within ${ms} ms`);
-      return;
-    }
-    await new Promise((r) => setTimeout(r, 20));
   }
 }
 
@@ -62,9 +52,9 @@ t.test('when one owner’s wake-ups hang, then another owner’s still go, and t
   }
   // 8 incidents of the CAD, 2 devices each: 16 wake-ups that hang, four times the node's room
   for (let i = 0; i < 8; i++) t.equal((await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: `STUCK-${i}`, resources: ['E1'] }))).status, 202);
-  await until(t, 'the CAD’s wake-ups under way', () => fcm.hanging.length >= 2);
+  await until('the CAD’s wake-ups under way', () => fcm.hanging.length >= 2, 20_000);
   for (let i = 0; i < 3; i++) t.equal((await send(app, w.other, 'POST', '/api/incidents', incidentBody({ originId: `LATE-${i}`, resources: ['E1'] }))).status, 202);
-  await until(t, 'the other owner’s 3 wake-ups', () => fcm.accepted.length >= 3);
+  await until('the other owner’s 3 wake-ups', () => fcm.accepted.length >= 3, 20_000);
   t.same(fcm.accepted.map((m) => m.deviceId), [w.otherE1, w.otherE1, w.otherE1], 'each of the other owner’s wake-ups sent, once, to its device');
   t.ok(fcm.hanging.length <= 2, `the CAD holds at most 2 of the node’s 4 slots (${fcm.hanging.length})`);
 });
@@ -89,7 +79,7 @@ t.test('when an owner’s wake-ups hang (its push provider down), then its SMS e
   }
   // 8 incidents, 2 devices each: 16 wake-ups that hang, then 16 SMS due a second later
   for (let i = 0; i < 8; i++) t.equal((await send(app, w.cad, 'POST', '/api/incidents', incidentBody({ originId: `DOWN-${i}`, resources: ['E1'] }))).status, 202);
-  await until(t, 'the 16 SMS', () => texts.length >= 16);
+  await until('the 16 SMS', () => texts.length >= 16, 20_000);
   t.equal(new Set(texts.map((m) => `${m.incidentId}/${m.deviceId}`)).size, 16, 'one SMS to each device of each incident');
   t.ok(fcm.hanging.length <= 2, `the hanging wake-ups hold at most their lane’s 2 of the owner’s 4 slots (${fcm.hanging.length})`);
 });

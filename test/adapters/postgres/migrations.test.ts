@@ -360,18 +360,26 @@ t.test('when a device connects to another node, then its session moves there wit
   t.same(left, [], 'deleting node b deleted its sessions');
 });
 
-t.test('when a database from before 0007 holds users, then those who created incidents may still create them, and nobody else may (issue 36)', { skip: pgSkip }, async (t) => {
+/**
+ * A fresh database made by the migrations before the one tagged `before` only (from a copy of the
+ * folder whose journal ends there), and a client on it; the test ends the client.
+ */
+async function olderDatabase(t: Test, before: string): Promise<{ url: string; before: pg.Client }> {
   const url = await freshDatabase(t);
-  // the first migrations only, from a copy of the folder whose journal ends before 0007
   const dir = mkdtempSync(join(tmpdir(), 'cad-pg-migrate-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const older = join(dir, 'migrations');
   cpSync(pgMigrationsPath, older, { recursive: true });
   const full = JSON.parse(journalText) as { entries: { tag: string }[] };
-  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...full, entries: full.entries.slice(0, full.entries.findIndex((e) => e.tag.startsWith('0007_'))) }));
-  const before = new pg.Client({ connectionString: url });
-  await before.connect();
-  await migrate(drizzle(before), { migrationsFolder: older });
+  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...full, entries: full.entries.slice(0, full.entries.findIndex((e) => e.tag.startsWith(before))) }));
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await migrate(drizzle(client), { migrationsFolder: older });
+  return { url, before: client };
+}
+
+t.test('when a database from before 0007 holds users, then those who created incidents may still create them, and nobody else may (issue 36)', { skip: pgSkip }, async (t) => {
+  const { url, before } = await olderDatabase(t, '0007_');
   const one = async (q: string, params: unknown[]) => Number((await before.query<{ id: string }>(q, params)).rows[0]!.id);
   const user = (name: string, administrator = false) =>
     one(`INSERT INTO users (name, email, email_key, password_hash, administrator) VALUES ($1, $2, $2, 'h', $3) RETURNING id`, [name, `${name}@x.test`, administrator]);
@@ -404,16 +412,7 @@ t.test('when a database from before 0007 holds users, then those who created inc
 });
 
 t.test('when a database from before 0011 holds a device’s target twice, then the oldest is kept with its address and the newest content', { skip: pgSkip }, async (t) => {
-  const url = await freshDatabase(t);
-  const dir = mkdtempSync(join(tmpdir(), 'cad-pg-migrate-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const older = join(dir, 'migrations');
-  cpSync(pgMigrationsPath, older, { recursive: true });
-  const full = JSON.parse(journalText) as { entries: { tag: string }[] };
-  writeFileSync(join(older, 'meta', '_journal.json'), JSON.stringify({ ...full, entries: full.entries.slice(0, full.entries.findIndex((e) => e.tag.startsWith('0011_'))) }));
-  const before = new pg.Client({ connectionString: url });
-  await before.connect();
-  await migrate(drizzle(before), { migrationsFolder: older });
+  const { url, before } = await olderDatabase(t, '0011_');
   const device = Number((await before.query<{ id: string }>(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'dev-1') RETURNING id`)).rows[0]!.id);
   const target = async (json: string) =>
     Number((await before.query<{ id: string }>(`INSERT INTO wake_targets (device_id, kind, target, created_at) VALUES ($1, $2::json ->> 'kind', $2, '2026-11-29T00:00:00.000Z') RETURNING id`, [device, json])).rows[0]!.id);
