@@ -73,7 +73,7 @@ export class PgWakeTargets implements WakeTargetStorePort {
       `SELECT e.device_id AS "deviceId", e.incident_id AS "incidentId",
          max(e.id) FILTER (WHERE e.type = 'incidentAssigned') AS "lastAssignedId",
          max(e.id) FILTER (WHERE e.type = 'incidentDeassigned') AS "lastStandDownId"
-       FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND (target::json ->> 'phone') = $1) w
+       FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND address = $1) w
        JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
        JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
        GROUP BY e.device_id, e.incident_id`,

@@ -40,7 +40,7 @@ export class WakeTargetRows {
         `SELECT e.device_id AS deviceId, e.incident_id AS incidentId,
            max(CASE WHEN e.type = 'incidentAssigned' THEN e.id END) AS lastAssignedId,
            max(CASE WHEN e.type = 'incidentDeassigned' THEN e.id END) AS lastStandDownId
-         FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND json_extract(target, '$.phone') = ?) w
+         FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND address = ?) w
          JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
          JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
          GROUP BY e.device_id, e.incident_id`,
