@@ -133,15 +133,28 @@ export const WAKE_BACKOFF_MS: readonly number[] = [1_000, 4_000];
 /** the longest Retry-After honoured within a step: a longer one ends the step's tries */
 export const WAKE_RETRY_AFTER_MAX_MS = 30_000;
 
+/** what a try must leave of a claim's lease: the step's last write, and the nodes' clocks apart */
+export const WAKE_LEASE_MARGIN_MS = 10_000;
+/**
+ * A claim's lease: every try and every wait a step may make (3 tries of 10 s, two Retry-After
+ * waits of up to 30 s), and the margin. A lease that ran out under a step still trying let
+ * another claim send its targets again while the first still tried (found 2026-11-29: a slow
+ * provider answering 429 with Retry-After: 30 woke a device twice).
+ */
+export const WAKE_LEASE_MS = WAKE_TRIES_MAX * WAKE_TRY_TIMEOUT_MS + (WAKE_TRIES_MAX - 1) * WAKE_RETRY_AFTER_MAX_MS + WAKE_LEASE_MARGIN_MS;
+
 /**
  * The wait before try `tries + 1` of a target that answered `retry` on try `tries` (1-based),
- * or null when the step gives up on it: after WAKE_TRIES_MAX tries, or when the provider asks
- * for a longer wait than the step allows.
+ * or null when the step gives up on it: after WAKE_TRIES_MAX tries, when the provider asks for
+ * a longer wait than the step allows, or when the wait and the try would not end, with
+ * WAKE_LEASE_MARGIN_MS to spare, within `leaseLeftMs`, what is left of the claim's lease (a try
+ * is never under way once another claim may take the step).
  */
-export function nextTryInMs(tries: number, retryAfterMs?: number): number | null {
+export function nextTryInMs(tries: number, retryAfterMs?: number, leaseLeftMs = Infinity): number | null {
   if (tries >= WAKE_TRIES_MAX) return null;
-  if (retryAfterMs !== undefined) return retryAfterMs <= WAKE_RETRY_AFTER_MAX_MS ? retryAfterMs : null;
-  return WAKE_BACKOFF_MS[Math.min(tries, WAKE_BACKOFF_MS.length) - 1]!;
+  if (retryAfterMs !== undefined && retryAfterMs > WAKE_RETRY_AFTER_MAX_MS) return null;
+  const wait = retryAfterMs ?? WAKE_BACKOFF_MS[Math.min(tries, WAKE_BACKOFF_MS.length) - 1]!;
+  return wait + WAKE_TRY_TIMEOUT_MS + WAKE_LEASE_MARGIN_MS <= leaseLeftMs ? wait : null;
 }
 
 /**

@@ -21,7 +21,7 @@
 // targets are recorded `not-configured`. A node that stops gives its unfinished steps back; one
 // that starts takes back what an earlier run of its NODE_ID held (a run killed before it could
 // give them back), rather than waiting for their leases.
-import { nextTryInMs, stepStops, type WakeMessage } from '../domain/wake.js';
+import { nextTryInMs, stepStops, WAKE_LEASE_MS, type WakeMessage } from '../domain/wake.js';
 import { laneKey, shareLanes } from '../domain/webhook-share.js';
 import type { Clock } from '../ports/clock.js';
 import { noMetrics, type Metrics } from '../ports/metrics.js';
@@ -59,7 +59,7 @@ export interface WakeSenderOptions {
    * again by the node that takes the step over
    */
   drainMs?: number;
-  /** a claim's lease: longer than a step's tries (3 × 10 s and the waits between; default 60 s) */
+  /** a claim's lease (default domain/wake.ts WAKE_LEASE_MS, 100 s: every try and wait a step may make); a try that would not end within it is not made */
   leaseMs?: number;
   /** waits between tries (tests shorten them); default setTimeout */
   sleep?: (ms: number) => Promise<void>;
@@ -104,7 +104,7 @@ export class WakeSender {
       pollMs: 100,
       gapMs: 20,
       inFlightMax: 128,
-      leaseMs: 60_000,
+      leaseMs: WAKE_LEASE_MS,
       drainMs: 3_000,
       perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 128) / 2)),
       perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 128) / 2)) / 2)),
@@ -136,8 +136,10 @@ export class WakeSender {
     const room = this.o.inFlightMax - this.inFlight.size;
     if (room <= 0) return false;
     const now = this.clock.now().getTime();
+    const lease = this.rounds.lease(now, this.o.leaseMs, this.o.nodeId);
+    const until = Date.parse(lease.until);
     const claimed = await this.store.claim({
-      ...this.rounds.lease(now, this.o.leaseMs, this.o.nodeId),
+      ...lease,
       limit: room,
       choose: (ready) => shareLanes(ready, { room, perOwner: this.o.perOwner, perLane: this.o.perLane, held: this.held, heldLanes: this.heldLanes }),
     });
@@ -145,7 +147,7 @@ export class WakeSender {
       const lane = laneKey(s.ownerId, s.step);
       count(this.held, s.ownerId, +1);
       count(this.heldLanes, lane, +1);
-      const p = this.work(s)
+      const p = this.work(s, until)
         .catch((err: unknown) => this.log.error({ err, stepId: s.id }, 'a wake step failed; its lease runs out and it is claimed again'))
         .finally(() => {
           this.inFlight.delete(s.id);
@@ -158,7 +160,8 @@ export class WakeSender {
     return claimed.length > 0 && claimed.length >= room;
   }
 
-  private async work(s: ClaimedStep): Promise<void> {
+  /** one claimed step, whose claim's lease ends at `until` (ms) */
+  private async work(s: ClaimedStep, until: number): Promise<void> {
     this.stats.steps++;
     const now = this.clock.now();
     const expiresAt = new Date(Date.parse(s.facts.writtenAt) + this.o.pushTtlMs).toISOString();
@@ -170,7 +173,7 @@ export class WakeSender {
     }
     const message: WakeMessage = { ...s.message, ttlSeconds: Math.max(0, Math.floor((Date.parse(expiresAt) - now.getTime()) / 1000)) };
     // each target's result is recorded as it comes (reach); the step's end adds nothing more
-    const results = await Promise.all(s.targets.map((t) => this.reach(s, t, message)));
+    const results = await Promise.all(s.targets.map((t) => this.reach(s, t, message, until)));
     // cut short by this node's stop: given back, the targets without a result tried again by
     // the next claim (another node's, or this one's after a restart), not counted failed
     if (results.includes(null)) return this.giveBack(s);
@@ -181,7 +184,7 @@ export class WakeSender {
    * One target, tried until accepted, gone, rejected, or out of tries; its result recorded.
    * null: the node stopped before the target had a result (nothing recorded).
    */
-  private async reach(s: ClaimedStep, t: { id: number; target: WakeTarget }, message: WakeMessage): Promise<string | null> {
+  private async reach(s: ClaimedStep, t: { id: number; target: WakeTarget }, message: WakeMessage, until: number): Promise<string | null> {
     const channel = this.channels[t.target.kind] as WakeChannel | undefined;
     let result: string;
     if (!channel) {
@@ -206,7 +209,7 @@ export class WakeSender {
           break;
         }
         if (o.outcome === 'retry' && this.ending.signal.aborted) return null;
-        const wait = o.outcome === 'retry' ? nextTryInMs(tries, o.retryAfterMs) : null;
+        const wait = o.outcome === 'retry' ? nextTryInMs(tries, o.retryAfterMs, until - this.clock.now().getTime()) : null;
         if (wait === null) {
           this.log.warn({ stepId: s.id, targetId: t.id, kind: t.target.kind, status: o.status, detail: o.detail, tries }, 'a wake-up was not accepted');
           result = o.outcome === 'retry' ? 'failed' : 'rejected';

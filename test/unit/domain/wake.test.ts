@@ -18,6 +18,8 @@ import {
   voiceText,
   WAKE_ADDRESS_MAX,
   WAKE_RETRY_AFTER_MAX_MS,
+  WAKE_LEASE_MS,
+  WAKE_LEASE_MARGIN_MS,
   WAKE_TRIES_MAX,
   type StepFacts,
   type WakeKind,
@@ -62,6 +64,11 @@ t.test('when a provider fails for now, then the step tries again after 1 s and 4
   t.equal(nextTryInMs(WAKE_TRIES_MAX), null, 'the third try was the last');
   t.equal(nextTryInMs(1, 2500), 2500, 'Retry-After honoured');
   t.equal(nextTryInMs(1, WAKE_RETRY_AFTER_MAX_MS + 1), null, 'a longer wait than the step allows ends its tries');
+  // the lease: a try is made only if it and its wait end, with the margin, before the lease does
+  t.equal(WAKE_LEASE_MS, 3 * 10_000 + 2 * 30_000 + WAKE_LEASE_MARGIN_MS, 'every try and wait a step may make, and the margin');
+  t.equal(nextTryInMs(1, 30_000, 30_000 + 10_000 + WAKE_LEASE_MARGIN_MS), 30_000, 'exactly fits');
+  t.equal(nextTryInMs(1, 30_000, 30_000 + 10_000 + WAKE_LEASE_MARGIN_MS - 1), null, 'a millisecond short: not tried, so never under way when another claim may take the step');
+  t.equal(nextTryInMs(2, undefined, 4_000 + 10_000 + WAKE_LEASE_MARGIN_MS), 4_000);
 });
 
 t.test('when a target is registered, then its channel must be configured and its form right', async (t) => {

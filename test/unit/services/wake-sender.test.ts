@@ -234,3 +234,38 @@ t.test('when the node stops while a provider is answering, then the answer withi
   t.same(store.ends, [[1, { state: 'DONE', outcome: '' }]], 'settled');
   t.same(store.released, [], 'not given back');
 });
+
+t.test('when a provider answers slowly with long Retry-After waits, then no try is made that could outlast the claim’s lease (another claim could send the same wake-up meanwhile)', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: fcm }] })];
+  // a clock the sender's waits and the provider's slowness move on
+  let now = Date.parse(NOW);
+  const moving = { now: () => new Date(now) };
+  const starts: number[] = [];
+  const slow: WakeChannel<'fcm'> = {
+    kind: 'fcm',
+    send: async () => {
+      starts.push(now - Date.parse(NOW));
+      now += 10_000; // answers at the channel's timeout
+      return { outcome: 'retry', status: 429, detail: 'slow down', retryAfterMs: 30_000 };
+    },
+  };
+  const run = async (leaseMs?: number) => {
+    now = Date.parse(NOW);
+    starts.length = 0;
+    store.queued = [step({ targets: [{ id: 11, target: fcm }] })];
+    const s = new WakeSender(store, store.targets, { fcm: slow }, moving, quiet, {
+      nodeId: 'n1',
+      pushTtlMs: 3600_000,
+      ...(leaseMs === undefined ? {} : { leaseMs }),
+      sleep: async (ms) => void (now += ms),
+    });
+    await s.round();
+    await s.idle();
+    await s.stop();
+    return [...starts];
+  };
+  t.same(await run(), [0, 40_000, 80_000], 'the default lease holds all three tries and both waits (the last ends at 90 s of 100)');
+  t.same(await run(60_000), [0, 40_000], 'a 60 s lease: the third try, ending at 90 s, is not made');
+  t.match(store.recorded.at(-1), [1, 11, 'fcm:failed'], 'recorded failed, within the lease');
+});
