@@ -660,9 +660,10 @@ export interface paths {
          *     responding, 2 = not available": a reply of `1` is **RESPONDING**, `2`
          *     **NOT_AVAILABLE** (spaces aside), recorded as any answer (`POST
          *     /incidents/{id}/responses`: the `incidentResponse` event, the `incident.response`
-         *     webhook, the responders list), for every device holding an `sms` wake target of the
-         *     sender's number (`From`), on its newest open assignment (the newest assignment of the
-         *     device whose incident is open and which no stand-down followed). The answer's
+         *     webhook, the responders list), for the newest wake-up SMS this service had delivered to
+         *     the sender's number (`From`): that SMS's device and incident, if the device is still
+         *     assigned (a reply has no thread; a number registered on several devices, even of
+         *     several users, answers only the one it was last texted for). The answer's
          *     `responseId` is derived from `MessageSid`: the provider's retry of one message is
          *     answered as the first time and recorded once.
          *
@@ -671,7 +672,8 @@ export interface paths {
          *     every form parameter's name and value, sorted by name (Twilio's scheme); else **403**
          *     and nothing is read. **404** when SMS is not configured. The answer is TwiML: a
          *     `<Message>` the provider sends back to the responder, confirming or saying why nothing
-         *     was recorded (not `1` or `2`; no open assignment for this number).
+         *     was recorded (not `1` or `2`; no SMS sent to this number; the assignment was stood
+         *     down).
          */
         post: operations["receiveSmsReply"];
         delete?: never;

@@ -256,29 +256,28 @@ export function stillAssigned(pushEventId: number, lastStandDownId: number | nul
   return lastStandDownId === null || lastStandDownId < pushEventId;
 }
 
-/** what a store reads of a device's assignments to one open incident (the answers by SMS) */
-export interface AssignmentFacts {
+/** an SMS step that tried a target of one phone number, as a store reads it (the answers by SMS) */
+export interface SmsSent {
   deviceId: number;
   incidentId: number;
-  /** the device's newest incidentAssigned push of the incident; null: none */
-  lastAssignedId: number | null;
-  /** its newest stand-down from the incident; null: none */
-  lastStandDownId: number | null;
+  /** the target of that number the step tried */
+  targetId: number;
+  /** the step's outcome (targetResult, each target's) */
+  outcome: string | null;
 }
 
 /**
- * The assignment an SMS reply answers, per device (DESIGN section 14): of the device's
- * assignments to open incidents that still hold, the newest (by its push). A device with none is
- * left out; the result is in device order.
+ * What an SMS reply answers (DESIGN section 14): the newest SMS this service had accepted for
+ * that number, that is, its device's assignment to its incident; null when none was. `sent` is
+ * newest first. Never every device holding the number: a number registered on devices of two
+ * tenants, each texted, answered both tenants' incidents with one reply (found 2026-11-29 by
+ * the hostile test). Whether the assignment still holds is the response's rule (domain/response.ts).
  */
-export function newestOpenAssignments(facts: readonly AssignmentFacts[]): { deviceId: number; incidentId: number }[] {
-  const best = new Map<number, { incidentId: number; at: number }>();
-  for (const f of facts) {
-    if (f.lastAssignedId === null || !stillAssigned(f.lastAssignedId, f.lastStandDownId)) continue;
-    const now = best.get(f.deviceId);
-    if (now === undefined || f.lastAssignedId > now.at) best.set(f.deviceId, { incidentId: f.incidentId, at: f.lastAssignedId });
+export function smsReplyTo(sent: readonly SmsSent[]): { deviceId: number; incidentId: number } | null {
+  for (const x of sent) {
+    if ((x.outcome ?? '').split(' ').includes(targetResult('sms', x.targetId, 'accepted'))) return { deviceId: x.deviceId, incidentId: x.incidentId };
   }
-  return [...best].sort(([a], [b]) => a - b).map(([deviceId, { incidentId }]) => ({ deviceId, incidentId }));
+  return null;
 }
 
 /**

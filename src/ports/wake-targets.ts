@@ -2,7 +2,7 @@
 // unacknowledged. The rules (which targets are taken, who may register them, how many) are the
 // service's and domain/wake.ts's; the store keeps the rows, and counts a device's targets in the
 // very unit of work that inserts one, so the limit holds however many registrations run at once.
-import type { AssignmentFacts, WakeKind, WakeTarget } from '../domain/wake.js';
+import type { SmsSent, WakeKind, WakeTarget } from '../domain/wake.js';
 
 export type { WakeKind, WakeTarget };
 
@@ -28,10 +28,9 @@ export interface WakeTargetStorePort {
   /** a target a provider said is dead (404, 410, FCM UNREGISTERED); whether it was there */
   removeDead(targetId: number): Promise<boolean>;
   /**
-   * For each device holding an sms target of `phone` (E.164), each OPEN incident it has been
-   * assigned to or stood down from, with the ids of its newest assignment push and stand-down
-   * there. Which one an SMS reply answers is domain/wake.ts newestOpenAssignments'
+   * The SMS steps that tried a target of `phone` (E.164, the targets' address), newest first,
+   * at most `limit`: what an SMS reply may answer is domain/wake.ts smsReplyTo's
    * (services/sms-replies.ts).
    */
-  assignmentsOfPhone(phone: string): Promise<AssignmentFacts[]>;
+  smsSentTo(phone: string, limit: number): Promise<SmsSent[]>;
 }

@@ -3,14 +3,17 @@
 // request whose X-Twilio-Signature is valid is read: HMAC-SHA1 with the account's auth token over
 // PUBLIC_URL + the path, then every POST parameter's name and value, sorted by name (Twilio's
 // documented scheme), compared in constant time. The reply is then an answer like any other
-// (services/responses.ts: the event, the incident.response webhook, the responders list), for
-// each device holding an sms target of the sender's number, on its newest open assignment. Its
-// responseId is derived from the provider's MessageSid: the provider's retry of one message is
+// (services/responses.ts: the event, the incident.response webhook, the responders list), to
+// the newest SMS this service had accepted for the sender's number (domain/wake.ts smsReplyTo):
+// that SMS's device and incident, if the assignment still holds. Its responseId is derived from the provider's MessageSid: the provider's retry of one message is
 // a replay of the same answer, never a second one.
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
-import { newestOpenAssignments, smsReplyStatus } from '../domain/wake.js';
+import { smsReplyStatus, smsReplyTo } from '../domain/wake.js';
 import type { ResponseInput, ResponseResult } from '../domain/response.js';
 import type { WakeTargetStorePort } from '../ports/wake-targets.js';
+
+/** the SMS steps to this number read to find the newest one accepted (the newest may have failed) */
+const SMS_SENT_READ = 20;
 
 /** the path the provider is told to POST replies to (PUBLIC_URL + this) */
 export const SMS_REPLY_PATH = '/api/wake/sms-reply';
@@ -50,7 +53,7 @@ export function smsReplyText(o: Exclude<SmsReplyOutcome, { kind: 'forged' }>): s
     case 'not-an-answer':
       return 'Not recorded. Reply 1 = responding, 2 = not available.';
     case 'no-assignment':
-      return 'Not recorded: this number has no open assignment.';
+      return 'Not recorded: no alert was texted to this number.';
     case 'answered': {
       const accepted = o.results.filter((r) => r.result.accepted).length;
       const what = o.status === 'RESPONDING' ? 'Responding' : 'Not available';
@@ -68,7 +71,7 @@ export interface SmsReplySettings {
 
 export class SmsReplyService {
   constructor(
-    private readonly targets: Pick<WakeTargetStorePort, 'assignmentsOfPhone'>,
+    private readonly targets: Pick<WakeTargetStorePort, 'smsSentTo'>,
     private readonly answer: (deviceId: number, input: ResponseInput) => Promise<ResponseResult>,
     private readonly settings: SmsReplySettings,
   ) {}
@@ -85,8 +88,11 @@ export class SmsReplyService {
     if (status === null) return { kind: 'not-an-answer' };
     const from = params.From ?? '';
     const sid = params.MessageSid ?? params.SmsSid ?? '';
-    const open = sid === '' ? [] : newestOpenAssignments(await this.targets.assignmentsOfPhone(from));
-    if (open.length === 0) return { kind: 'no-assignment' };
+    // the newest SMS accepted for this number: what the responder answers (a reply has no thread);
+    // whether that assignment still holds is the response service's to say
+    const to = sid === '' ? null : smsReplyTo(await this.targets.smsSentTo(from, SMS_SENT_READ));
+    if (to === null) return { kind: 'no-assignment' };
+    const open = [to];
     const responseId = responseIdOf(sid);
     const results = [];
     for (const a of open) {

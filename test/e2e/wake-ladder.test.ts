@@ -177,30 +177,44 @@ t.test('when a responder replies to the SMS, then a signed "1" is recorded as RE
   const other = await smsReply(w.app, w.twilio.authToken, { ...fields, Body: 'on my way', MessageSid: 'SM2' });
   t.match(other.body, /Reply 1 = responding, 2 = not available/);
   const stranger = await smsReply(w.app, w.twilio.authToken, { ...fields, From: '+15550000000', MessageSid: 'SM3' });
-  t.match(stranger.body, /no open assignment/);
+  t.match(stranger.body, /no alert was texted to this number/);
 });
 
-t.test('when a responder on two incidents replies by SMS, then the reply answers the newest assignment still open: not one stood down, not a closed incident', async (t) => {
-  const w = await world(t, { wakeAfterS: 0, escalateSmsAfterS: 0, escalateVoiceAfterS: 0 });
+t.test('when one phone number is registered on devices of two users, each texted, then a reply answers only the newest SMS: its device and incident, not the other user’s', async (t) => {
+  const w = await world(t, { wakeAfterS: 0, escalateSmsAfterS: 1, escalateVoiceAfterS: 0 });
   const phone = '+41791234568';
   const e2 = await w.device('E2', [{ kind: 'sms', phone }]);
-  const create = async (originId: string) =>
-    ((await call(w.app, w.cad, 'POST', '/api/incidents', { originId, type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: ['E2'] })).json() as { incident: { id: number } }).incident.id;
-  const older = await create('W-6');
-  const newer = await create('W-7');
-  const standDown = await call(w.app, w.cad, 'PUT', `/api/incidents/${newer}`, { originId: 'W-7', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: [] });
-  t.ok(standDown.statusCode === 200 || standDown.statusCode === 202, 'E2 stood down from the newer incident');
-  const fields = { From: phone, To: w.twilio.from, Body: '2', MessageSid: 'SM-two-incidents-1', AccountSid: w.twilio.accountSid };
-  const first = await smsReply(w.app, w.twilio.authToken, fields);
-  t.match(first.body, /Not available: recorded/);
-  const status = async (incidentId: number) => ((await call(w.app, w.cad, 'GET', `/api/incidents/${incidentId}/responders`)).json() as { deviceId: number; response: { status: string } }[]).map((r) => [r.deviceId, r.response.status]);
-  t.same(await status(older), [[e2.id, 'NOT_AVAILABLE']], 'the older incident, still assigned, got the answer');
-  t.same(await status(newer), [[e2.id, 'CANCELLED']], 'the newer one, stood down, keeps its cancelled state: the reply did not go there');
+  // another user, with a device of its own holding the same number
+  const otherId = await createUser(w.app, { name: 'Other', email: 'other@example.test', password: 'other-password-1', createIncidents: true });
+  const other = basic('other@example.test', 'other-password-1');
+  const b2 = await createDevice(w.app, { name: 'B2', uniqueId: 'b2' });
+  await grant(w.app, { userId: otherId, deviceId: b2 });
+  t.equal((await call(w.app, other, 'POST', `/api/devices/${b2}/wake-targets`, { kind: 'sms', phone })).statusCode, 201);
+  const create = async (auth: string, originId: string, callsign: string) =>
+    ((await call(w.app, auth, 'POST', '/api/incidents', { originId, type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: [callsign] })).json() as { incident: { id: number } }).incident.id;
+  const mine = await create(w.cad, 'W-6', 'E2');
+  await until('the first SMS', () => w.twilio.sent.length >= 1, 6000);
+  const theirs = await create(other, 'X-1', 'B2');
+  await until('the second SMS', () => w.twilio.sent.length >= 2, 6000);
+  const status = async (auth: string, incidentId: number) =>
+    ((await call(w.app, auth, 'GET', `/api/incidents/${incidentId}/responders`)).json() as { deviceId: number; response: { status: string } }[]).map((r) => [r.deviceId, r.response.status]);
+  await until('both SMS steps settled', async () => {
+    const settled = async (auth: string, id: number) => ((await call(w.app, auth, 'GET', `/api/incidents/${id}/responders`)).json() as { wake: { step: string; state: string }[] }[])[0]?.wake.some((x) => x.step === 'sms' && x.state === 'DONE');
+    return (await settled(w.cad, mine)) && (await settled(other, theirs));
+  }, 6000);
 
-  const closed = await call(w.app, w.cad, 'PUT', `/api/incidents/${older}`, { originId: 'W-6', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, status: 'CLOSED' });
-  t.ok(closed.statusCode === 200 || closed.statusCode === 202, 'the older incident closed');
-  const after = await smsReply(w.app, w.twilio.authToken, { ...fields, Body: '1', MessageSid: 'SM-two-incidents-2' });
-  t.match(after.body, /no open assignment/, 'a closed incident is no assignment to answer');
+  const fields = { From: phone, To: w.twilio.from, Body: '1', MessageSid: 'SM-two-users-1', AccountSid: w.twilio.accountSid };
+  const reply = await smsReply(w.app, w.twilio.authToken, fields);
+  t.match(reply.body, /Responding: recorded/);
+  t.same(await status(other, theirs), [[b2, 'RESPONDING']], 'the newest SMS, the other user’s incident, got the answer');
+  t.same(await status(w.cad, mine), [[e2.id, 'NONE']], 'the first user’s incident did not: one reply answers one SMS');
+
+  // the newest SMS's assignment stood down: nothing is recorded, and no older SMS takes the reply
+  const standDown = await call(w.app, other, 'PUT', `/api/incidents/${theirs}`, { originId: 'X-1', type: 'FIRE', latitude: 46.9, longitude: 7.4, priority: 2, resources: [] });
+  t.ok(standDown.statusCode === 200 || standDown.statusCode === 202, 'B2 stood down');
+  const late = await smsReply(w.app, w.twilio.authToken, { ...fields, Body: '2', MessageSid: 'SM-two-users-2' });
+  t.match(late.body, /stood down/);
+  t.same(await status(w.cad, mine), [[e2.id, 'NONE']], 'still nothing on the first user’s incident');
 });
 
 t.test('when the push service fails, then the wake-up is tried again and goes once it recovers; a subscription it says is gone is removed; no secret reaches the log', async (t) => {

@@ -4,7 +4,7 @@
 // own KEY SHARE lock on the device does not conflict with it), then updates the device's target
 // of the same kind and address if it holds one, else counts, then inserts.
 import type pg from 'pg';
-import type { AssignmentFacts, WakeTarget } from '../../domain/wake.js';
+import type { SmsSent, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { PgDb } from './db.js';
 import { inRange } from './ids.js';
@@ -68,19 +68,15 @@ export class PgWakeTargets implements WakeTargetStorePort {
     return (r.rowCount ?? 0) > 0;
   }
 
-  async assignmentsOfPhone(phone: string): Promise<AssignmentFacts[]> {
-    const { rows } = await this.pool.query<{ deviceId: string; incidentId: string; lastAssignedId: string | null; lastStandDownId: string | null }>(
-      `SELECT e.device_id AS "deviceId", e.incident_id AS "incidentId",
-         max(e.id) FILTER (WHERE e.type = 'incidentAssigned') AS "lastAssignedId",
-         max(e.id) FILTER (WHERE e.type = 'incidentDeassigned') AS "lastStandDownId"
-       FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND address = $1) w
-       JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
-       JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
-       GROUP BY e.device_id, e.incident_id`,
-      [phone],
+  async smsSentTo(phone: string, limit: number): Promise<SmsSent[]> {
+    const { rows } = await this.pool.query<{ deviceId: string; incidentId: string; targetId: string; outcome: string | null }>(
+      `SELECT s.device_id AS "deviceId", s.incident_id AS "incidentId", w.id AS "targetId", s.outcome
+       FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.state = 'DONE'
+       WHERE w.kind = 'sms' AND w.address = $1
+       ORDER BY s.due_at DESC, s.id DESC LIMIT $2`,
+      [phone, limit],
     );
-    const id = (v: string | null) => (v === null ? null : Number(v));
-    return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), lastAssignedId: id(r.lastAssignedId), lastStandDownId: id(r.lastStandDownId) }));
+    return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), targetId: Number(r.targetId), outcome: r.outcome }));
   }
 
   async removeDead(targetId: number): Promise<boolean> {

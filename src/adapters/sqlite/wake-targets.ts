@@ -3,7 +3,7 @@
 // The port's calls wait for an open identity transaction (gate.ts), as the webhooks' do. (The
 // incident unit of work reads the kinds of the matched devices' targets itself: incidents.ts.)
 import type Database from 'better-sqlite3';
-import type { AssignmentFacts, WakeTarget } from '../../domain/wake.js';
+import type { SmsSent, WakeTarget } from '../../domain/wake.js';
 import type { WakeTargetRecord, WakeTargetStorePort } from '../../ports/wake-targets.js';
 import type { Db } from './db.js';
 import type { Gate } from './gate.js';
@@ -36,14 +36,11 @@ export class WakeTargetRows {
       same: p(`UPDATE wake_targets SET target = ? WHERE device_id = ? AND kind = ? AND address = ? RETURNING ${COLUMNS}`),
       remove: p(`DELETE FROM wake_targets WHERE id = ? AND device_id = ?`),
       removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
-      assignmentsOfPhone: p(
-        `SELECT e.device_id AS deviceId, e.incident_id AS incidentId,
-           max(CASE WHEN e.type = 'incidentAssigned' THEN e.id END) AS lastAssignedId,
-           max(CASE WHEN e.type = 'incidentDeassigned' THEN e.id END) AS lastStandDownId
-         FROM (SELECT DISTINCT device_id FROM wake_targets WHERE kind = 'sms' AND address = ?) w
-         JOIN events e ON e.device_id = w.device_id AND e.type IN ('incidentAssigned', 'incidentDeassigned')
-         JOIN incidents i ON i.id = e.incident_id AND i.status = 'OPEN'
-         GROUP BY e.device_id, e.incident_id`,
+      smsSentTo: p(
+        `SELECT s.device_id AS deviceId, s.incident_id AS incidentId, w.id AS targetId, s.outcome
+         FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.state = 'DONE'
+         WHERE w.kind = 'sms' AND w.address = ?
+         ORDER BY s.due_at DESC, s.id DESC LIMIT ?`,
       ),
     };
   }
@@ -76,8 +73,8 @@ export class WakeTargetRows {
     return this.st.removeDead.run(targetId).changes > 0;
   }
 
-  assignmentsOfPhone(phone: string): AssignmentFacts[] {
-    return this.st.assignmentsOfPhone.all(phone) as AssignmentFacts[];
+  smsSentTo(phone: string, limit: number): SmsSent[] {
+    return this.st.smsSentTo.all(phone, limit) as SmsSent[];
   }
 }
 
@@ -100,7 +97,7 @@ export class SqliteWakeTargets implements WakeTargetStorePort {
   removeDead(targetId: number) {
     return this.gate.pass(() => this.rows.removeDead(targetId));
   }
-  assignmentsOfPhone(phone: string) {
-    return this.gate.pass(() => this.rows.assignmentsOfPhone(phone));
+  smsSentTo(phone: string, limit: number) {
+    return this.gate.pass(() => this.rows.smsSentTo(phone, limit));
   }
 }

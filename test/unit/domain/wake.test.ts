@@ -11,7 +11,7 @@ import {
   smsReplyStatus,
   stillAssigned,
   targetAddress,
-  newestOpenAssignments,
+  smsReplyTo,
   smsText,
   stepOf,
   stepStops,
@@ -120,24 +120,18 @@ t.test('when a push is followed by a stand-down of its device from the incident,
   t.equal(stillAssigned(10, 12), false, 'stood down after it');
 });
 
-t.test('when an SMS reply comes, then it answers, per device, the newest of its assignments to open incidents that still hold', async (t) => {
+t.test('when an SMS reply comes, then it answers the newest SMS accepted for that number: its device and incident, not every device holding the number', async (t) => {
+  const sms = (deviceId: number, incidentId: number, targetId: number, outcome: string | null) => ({ deviceId, incidentId, targetId, outcome });
   t.same(
-    newestOpenAssignments([
-      { deviceId: 2, incidentId: 5, lastAssignedId: 40, lastStandDownId: null },
-      { deviceId: 2, incidentId: 6, lastAssignedId: 55, lastStandDownId: 60 }, // newer, but stood down
-      { deviceId: 2, incidentId: 4, lastAssignedId: 30, lastStandDownId: 20 }, // older, assigned again after a stand-down
-      { deviceId: 1, incidentId: 4, lastAssignedId: 31, lastStandDownId: null },
-      { deviceId: 1, incidentId: 7, lastAssignedId: 70, lastStandDownId: 20 },
-      { deviceId: 3, incidentId: 8, lastAssignedId: null, lastStandDownId: 80 }, // a stand-down only
-      { deviceId: 4, incidentId: 9, lastAssignedId: 90, lastStandDownId: 91 },
+    smsReplyTo([
+      sms(5, 9, 50, 'sms#50:failed'), // the newest did not reach the phone
+      sms(2, 8, 20, 'sms#21:accepted sms#20:accepted'),
+      sms(1, 7, 10, 'sms#10:accepted'),
     ]),
-    [
-      { deviceId: 1, incidentId: 7 },
-      { deviceId: 2, incidentId: 5 },
-    ],
-    'device 1: its newest (70); device 2: 55 was stood down, 40 is next; devices 3 and 4 hold none',
+    { deviceId: 2, incidentId: 8 },
   );
-  t.same(newestOpenAssignments([]), []);
+  t.equal(smsReplyTo([sms(1, 7, 10, 'sms#100:accepted'), sms(1, 7, 10, null)]), null, 'another target’s result, or none, is no SMS to this number');
+  t.equal(smsReplyTo([]), null);
 });
 
 t.test('when a target is registered, then its address is where it is reached: the endpoint, the token, the phone', async (t) => {
