@@ -8,6 +8,8 @@ import type { BodyRule } from './spec.js';
 
 /** the largest request body (DESIGN section 3, limits) */
 export const BODY_LIMIT = 1024 * 1024;
+/** a form body's limit (http/server.ts registerParsing) */
+export const FORM_BODY_LIMIT = 16 * 1024;
 
 /**
  * fastify validates a body only against the schema of its own Content-Type: a JSON body sent
@@ -36,7 +38,8 @@ export function checkBody(rule: BodyRule) {
 export function limitBody(rule: BodyRule) {
   return async (req: FastifyRequest): Promise<void> => {
     const length = Number(req.headers['content-length'] ?? 0);
-    if (length > BODY_LIMIT) throw payloadTooLarge();
+    const form = req.headers['content-type']?.split(';', 1)[0]!.trim().toLowerCase() === 'application/x-www-form-urlencoded';
+    if (length > (form ? FORM_BODY_LIMIT : BODY_LIMIT)) throw payloadTooLarge();
     emptyBodyOfOtherType(rule, req);
   };
 }
