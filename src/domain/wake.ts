@@ -224,6 +224,8 @@ export function checkWakeTarget(body: WakeTarget, configured: ReadonlySet<WakeKi
       const literal = hostAddress(url.hostname);
       if (literal !== null && !allowPrivate && !isPublicAddress(literal)) return invalid('/subscription/endpoint', 'names an address that is not public');
       if (!B64URL.test(keys.p256dh) || !B64URL.test(keys.auth)) return invalid('/subscription/keys', 'must be base64url (the subscription’s toJSON())');
+      // a fragment is never sent to the push service: the same endpoint with one is the same target
+      url.hash = '';
       if (url.href.length > WAKE_ADDRESS_MAX) return invalid('/subscription/endpoint', `is longer than ${WAKE_ADDRESS_MAX} characters once normalised (percent-encoded)`);
       return { ok: true, target: { kind: 'webpush', subscription: { endpoint: url.href, keys: { p256dh: keys.p256dh, auth: keys.auth } } } };
     }

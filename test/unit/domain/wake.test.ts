@@ -149,4 +149,5 @@ t.test('when an endpoint is longer than WAKE_ADDRESS_MAX once normalised, then i
   t.match(checkWakeTarget(sub(`https://push.example.net/${'推'.repeat(1000)}`), all, false), { ok: false, path: '/subscription/endpoint', reason: /longer than 2048/ });
   t.match(checkWakeTarget(sub(`https://push.example.net/${'a'.repeat(WAKE_ADDRESS_MAX - 25)}`), all, false), { ok: true }, 'exactly the most');
   t.match(checkWakeTarget({ kind: 'fcm', token: 'f'.repeat(2049) }, all, false), { ok: false, path: '/token' });
+  t.match(checkWakeTarget(sub('https://push.example.net/s/1#again'), all, false), { ok: true, target: { subscription: { endpoint: 'https://push.example.net/s/1' } } }, 'a fragment, never sent, is dropped: the same target');
 });
