@@ -1879,7 +1879,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The body is over 1 MiB. */
+        /** @description The body is over 1 MiB, or over 32 KiB for a form (`application/x-www-form-urlencoded`). */
         PayloadTooLarge: {
             headers: {
                 [name: string]: unknown;

@@ -9,7 +9,7 @@ import type { BodyRule } from './spec.js';
 /** the largest request body (DESIGN section 3, limits) */
 export const BODY_LIMIT = 1024 * 1024;
 /** a form body's limit (http/server.ts registerParsing) */
-export const FORM_BODY_LIMIT = 16 * 1024;
+export const FORM_BODY_LIMIT = 32 * 1024;
 
 /**
  * fastify validates a body only against the schema of its own Content-Type: a JSON body sent

@@ -60,8 +60,9 @@ export function fieldErrors(context: string | undefined, errors: readonly AjvLik
   return { listed: out, more };
 }
 
+/** 413: over http/body-guards.ts BODY_LIMIT, or FORM_BODY_LIMIT for a form */
 export function payloadTooLarge(): Problem {
-  return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over 1 MiB.');
+  return new Problem(413, 'payload-too-large', 'Payload Too Large', 'The request body is over its limit: 1 MiB, or 32 KiB for a form (application/x-www-form-urlencoded).');
 }
 
 export const unsupportedMediaType = (accepted?: readonly string[]) =>

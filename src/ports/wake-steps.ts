@@ -62,8 +62,11 @@ export interface StepEnd {
 
 export interface WakeStepStorePort {
   claim(o: StepClaim): Promise<ClaimedStep[]>;
-  /** one target's result within a held step (it is not sent again by a later claim); false: the lease was lost */
-  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean>;
+  /**
+   * one target's result within a held step (it is not sent again by a later claim), and when
+   * its provider accepted it (null: it did not); false: the lease was lost
+   */
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind, acceptedAt: string | null): Promise<boolean>;
   /** the step ended, while held; false: the lease was lost */
   settle(step: { id: number; by: string }, end: StepEnd): Promise<boolean>;
   /** a held step given back unfinished (its node stops): claimable at once, its recorded targets kept */

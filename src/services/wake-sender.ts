@@ -219,7 +219,7 @@ export class WakeSender {
         if (this.ending.signal.aborted) return null;
       }
     }
-    if (!(await this.store.recordTarget(s, t.id, result, t.target.kind))) this.stats.lost++;
+    if (!(await this.store.recordTarget(s, t.id, result, t.target.kind, result === 'accepted' ? this.clock.now().toISOString() : null))) this.stats.lost++;
     return result;
   }
 

@@ -178,8 +178,8 @@ t.test('when a responder replies to the SMS, then a signed "1" is recorded as RE
   t.match(other.body, /Reply 1 = responding, 2 = not available/);
   const stranger = await smsReply(w.app, w.twilio.authToken, { ...fields, From: '+15550000000', MessageSid: 'SM3' });
   t.match(stranger.body, /no alert was texted to this number/);
-  // bounded before any signature is computed: a form of 16 KiB at most, 100 fields at most
-  const flood = new URLSearchParams(Object.fromEntries(Array.from({ length: 4000 }, (_, i) => [`f${i}`, 'xx']))).toString();
+  // bounded before any signature is computed: a form of 32 KiB at most, 100 fields at most
+  const flood = new URLSearchParams(Object.fromEntries(Array.from({ length: 8000 }, (_, i) => [`f${i}`, 'xx']))).toString();
   const big = await w.app.inject({ method: 'POST', url: '/api/wake/sms-reply', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-twilio-signature': 'x' }, payload: flood });
   t.equal(big.statusCode, 413, `a ${flood.length}-byte form is refused before it is parsed`);
   t.match(big.headers['content-type'], /problem\+json/);

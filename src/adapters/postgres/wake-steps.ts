@@ -12,7 +12,7 @@ import { DEAD_AFTER_S } from './presence.js';
 // A step the sender may claim now: pending, due, and free. It is free when no lease holds it, or
 // when its lease's node is another node presumed dead (presence.ts: no `nodes` row, or no
 // heartbeat for DEAD_AFTER_S by the database's clock; a lease's holder is `<NODE_ID>:…`,
-// services/rounds.ts): a crashed node's steps are taken over then, not at its lease's end (60 s).
+// services/rounds.ts): a crashed node's steps are taken over then, not at its lease's end (100 s).
 // A node never takes its own steps back early: they are in its hands (2026-11-29, issue 39).
 // `now` and `by` name the statement's parameters: the claim's time and its lease's holder.
 const ready = (now: string, by: string) => `w.state = 'PENDING' AND w.due_at <= ${now} AND (w.claimed_until IS NULL OR w.claimed_until <= ${now}
@@ -107,10 +107,11 @@ export class PgWakeSteps implements WakeStepStorePort {
     });
   }
 
-  async recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind): Promise<boolean> {
+  async recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeKind, acceptedAt: string | null): Promise<boolean> {
     const r = await this.pool.query(
-      `UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || $1, attempts = attempts + 1 WHERE id = $2 AND claimed_by = $3 AND state = 'PENDING'`,
-      [targetResult(kind, targetId, outcome), step.id, step.by],
+      `UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || $1, attempts = attempts + 1, accepted_at = coalesce($4, accepted_at)
+         WHERE id = $2 AND claimed_by = $3 AND state = 'PENDING'`,
+      [targetResult(kind, targetId, outcome), step.id, step.by, acceptedAt],
     );
     return (r.rowCount ?? 0) > 0;
   }

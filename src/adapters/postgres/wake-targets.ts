@@ -71,9 +71,9 @@ export class PgWakeTargets implements WakeTargetStorePort {
   async smsSentTo(phone: string, limit: number): Promise<SmsSent[]> {
     const { rows } = await this.pool.query<{ deviceId: string; incidentId: string; targetId: string; outcome: string | null }>(
       `SELECT s.device_id AS "deviceId", s.incident_id AS "incidentId", w.id AS "targetId", s.outcome
-       FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.state = 'DONE'
+       FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.accepted_at IS NOT NULL
        WHERE w.kind = 'sms' AND w.address = $1
-       ORDER BY s.due_at DESC, s.id DESC LIMIT $2`,
+       ORDER BY coalesce(s.accepted_at, s.due_at) DESC, s.id DESC LIMIT $2`,
       [phone, limit],
     );
     return rows.map((r) => ({ deviceId: Number(r.deviceId), incidentId: Number(r.incidentId), targetId: Number(r.targetId), outcome: r.outcome }));

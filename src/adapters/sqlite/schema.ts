@@ -471,6 +471,12 @@ export const wakeSteps = sqliteTable(
      * (domain/webhook-share.ts shareByOwner; 0 for steps written before 2026-11-29)
      */
     ownerId: integer('owner_id').notNull().default(0),
+    /**
+     * (added last, as migration 0025 appends it) when a target of the step was last accepted by
+     * its provider: an SMS reply answers the SMS last delivered to its number (sms-replies.ts),
+     * which retries and shares can send out of due order
+     */
+    acceptedAt: text('accepted_at'),
   },
   (t) => [
     // the sender: its lanes (owner and kind), each one's due steps in order (wake-steps.ts); the

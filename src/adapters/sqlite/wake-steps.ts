@@ -77,7 +77,7 @@ export class WakeStepRows {
       claim: p(CLAIM),
       facts: p(FACTS),
       targets: p(`SELECT id, kind, target FROM wake_targets WHERE device_id = ? ORDER BY id`),
-      record: p(`UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || ?, attempts = attempts + 1 WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
+      record: p(`UPDATE wake_steps SET outcome = coalesce(outcome || ' ', '') || ?, attempts = attempts + 1, accepted_at = coalesce(?, accepted_at) WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
       release: p(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE id = ? AND claimed_by = ? AND state = 'PENDING'`),
       // a lease's holder is `<NODE_ID>:…` (services/rounds.ts)
       releaseNode: p(`UPDATE wake_steps SET claimed_until = NULL, claimed_by = NULL WHERE state = 'PENDING' AND substr(claimed_by, 1, instr(claimed_by, ':') - 1) = ?`),
@@ -110,8 +110,8 @@ export class WakeStepRows {
     return claimedStep(r, by, push, targets);
   }
 
-  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']): boolean {
-    return relaxedTransaction(this.sqlite, this.level, () => this.st.record.run(targetResult(kind, targetId, outcome), step.id, step.by).changes > 0);
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind'], acceptedAt: string | null): boolean {
+    return relaxedTransaction(this.sqlite, this.level, () => this.st.record.run(targetResult(kind, targetId, outcome), acceptedAt, step.id, step.by).changes > 0);
   }
 
   releaseNode(nodeId: string): number {
@@ -137,8 +137,8 @@ export class SqliteWakeSteps implements WakeStepStorePort {
   claim(o: StepClaim) {
     return this.gate.pass(() => this.rows.claim(o));
   }
-  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind']) {
-    return this.gate.pass(() => this.rows.recordTarget(step, targetId, outcome, kind));
+  recordTarget(step: { id: number; by: string }, targetId: number, outcome: string, kind: WakeTarget['kind'], acceptedAt: string | null) {
+    return this.gate.pass(() => this.rows.recordTarget(step, targetId, outcome, kind, acceptedAt));
   }
   settle(step: { id: number; by: string }, end: StepEnd) {
     return this.gate.pass(() => this.rows.settle(step, end));

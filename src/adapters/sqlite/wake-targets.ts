@@ -38,9 +38,9 @@ export class WakeTargetRows {
       removeDead: p(`DELETE FROM wake_targets WHERE id = ?`),
       smsSentTo: p(
         `SELECT s.device_id AS deviceId, s.incident_id AS incidentId, w.id AS targetId, s.outcome
-         FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.state = 'DONE'
+         FROM wake_targets w JOIN wake_steps s ON s.device_id = w.device_id AND s.step = 'sms' AND s.accepted_at IS NOT NULL
          WHERE w.kind = 'sms' AND w.address = ?
-         ORDER BY s.due_at DESC, s.id DESC LIMIT ?`,
+         ORDER BY coalesce(s.accepted_at, s.due_at) DESC, s.id DESC LIMIT ?`,
       ),
     };
   }

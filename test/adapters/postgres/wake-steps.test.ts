@@ -53,7 +53,7 @@ t.test('when a step’s lease is held by a node presumed dead, then another node
     'the claimed steps are held by the claimer now',
   );
   // the dead node cannot record or settle a step it lost
-  t.equal(await store.recordTarget({ id: ids.get('dead:7:0a0b0c0d')!, by: 'dead:7:0a0b0c0d' }, 1, 'accepted', 'webpush'), false, 'the dead node’s late result is refused');
+  t.equal(await store.recordTarget({ id: ids.get('dead:7:0a0b0c0d')!, by: 'dead:7:0a0b0c0d' }, 1, 'accepted', 'webpush', at(1)), false, 'the dead node’s late result is refused');
   t.equal(await store.settle({ id: ids.get('dead:7:0a0b0c0d')!, by: 'dead:7:0a0b0c0d' }, { state: 'DONE', outcome: '' }), false, 'and its late settle');
   // once the claimer's heartbeat is fresh, the live node finds nothing to take
   await pool.query(`UPDATE nodes SET heartbeat_at = now() WHERE node_id = 'here'`);

@@ -67,3 +67,20 @@ t.test('when targets are read by kind, removed as dead, or their device deleted,
   t.same(await store.list(a), [], 'the cascade took the deleted device’s targets');
   t.equal((await store.list(b)).length, 1);
 });
+
+t.test('when an SMS reply looks for the SMS sent to its number, then the steps come newest accepted first, a step still PENDING included, one whose SMS failed left out', { skip: pgSkip }, async (t) => {
+  const { store, c, device } = await setUp(t);
+  const d = await device('E1');
+  const phone = '+41791234567';
+  const added = await add(store, d, { kind: 'sms', phone });
+  if (typeof added !== 'object') throw new Error('not added');
+  const target = added.record.id;
+  const event = (await c.query<{ id: string }>(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, push_seq) VALUES ('incidentAssigned', $1, 1, $2, '{}', 1, 1) RETURNING id`, [d, NOW])).rows[0]!.id;
+  const step = (incident: number, due: string, state: string, outcome: string | null, acceptedAt: string | null) =>
+    c.query(`INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, state, outcome, accepted_at, created_at) VALUES ($1, $2, $3, 'sms', $4, $5, $6, $7, $8)`, [event, d, incident, due, state, outcome, acceptedAt, NOW]);
+  await step(10, '2026-11-29T12:00:00.000Z', 'DONE', `sms#${target}:accepted`, '2026-11-29T12:00:40.000Z');
+  await step(20, '2026-11-29T12:00:20.000Z', 'PENDING', `sms#${target}:accepted`, '2026-11-29T12:00:21.000Z');
+  await step(30, '2026-11-29T12:00:50.000Z', 'DONE', `sms#${target}:failed`, null);
+  t.same((await store.smsSentTo(phone, 20)).map((x) => [x.incidentId, x.targetId]), [[10, target], [20, target]], 'by when each was accepted');
+  t.same(await store.smsSentTo('+41790000000', 20), [], 'another number: none');
+});

@@ -45,3 +45,26 @@ t.test('when targets are added, read by kind, removed as dead, or their device d
   t.same(await store.list(a), [], 'the cascade took the deleted device’s targets');
   t.equal((await store.list(b)).length, 1);
 });
+
+t.test('when an SMS reply looks for the SMS sent to its number, then the steps come newest accepted first, a step still PENDING included, one whose SMS failed left out', async (t) => {
+  const db = openDatabase({ path: ':memory:', synchronous: 'OFF' });
+  t.teardown(() => db.$client.close());
+  const sqlite = db.$client;
+  const device = Number(sqlite.prepare(`INSERT INTO devices (name, name_key, unique_id) VALUES ('E1', 'e1', 'e1')`).run().lastInsertRowid);
+  const store = new SqliteWakeTargets(new WakeTargetRows(db), new Gate());
+  const phone = '+41791234567';
+  const added = await add(store, device, { kind: 'sms', phone });
+  if (typeof added !== 'object') throw new Error('not added');
+  const target = added.record.id;
+  const event = Number(sqlite.prepare(`INSERT INTO events (type, device_id, incident_id, event_time, attributes, version_id, push_seq) VALUES ('incidentAssigned', ?, 1, ?, '{}', 1, 1)`).run(device, NOW).lastInsertRowid);
+  const step = (incident: number, due: string, state: string, outcome: string | null, acceptedAt: string | null) =>
+    sqlite
+      .prepare(`INSERT INTO wake_steps (event_id, device_id, incident_id, step, due_at, state, outcome, accepted_at, created_at) VALUES (?, ?, ?, 'sms', ?, ?, ?, ?, ?)`)
+      .run(event, device, incident, due, state, outcome, acceptedAt, NOW);
+  // incident 10 was due first but delivered last (its provider asked it to wait); 20 is still PENDING (another number retrying); 30 failed
+  step(10, '2026-11-29T12:00:00.000Z', 'DONE', `sms#${target}:accepted`, '2026-11-29T12:00:40.000Z');
+  step(20, '2026-11-29T12:00:20.000Z', 'PENDING', `sms#${target}:accepted`, '2026-11-29T12:00:21.000Z');
+  step(30, '2026-11-29T12:00:50.000Z', 'DONE', `sms#${target}:failed`, null);
+  t.same((await store.smsSentTo(phone, 20)).map((x) => [x.incidentId, x.targetId]), [[10, target], [20, target]], 'by when each was accepted');
+  t.same(await store.smsSentTo('+41790000000', 20), [], 'another number: none');
+});

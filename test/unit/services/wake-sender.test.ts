@@ -34,8 +34,10 @@ class Store implements WakeStepStorePort {
     this.queued = [];
     return out.map((s) => ({ ...s }));
   }
-  async recordTarget(s: { id: number }, targetId: number, outcome: string, kind: string): Promise<boolean> {
+  acceptedAt: (string | null)[] = [];
+  async recordTarget(s: { id: number }, targetId: number, outcome: string, kind: string, acceptedAt: string | null): Promise<boolean> {
     this.recorded.push([s.id, targetId, `${kind}:${outcome}`]);
+    this.acceptedAt.push(acceptedAt);
     return true;
   }
   async settle(s: { id: number }, end: StepEnd): Promise<boolean> {
@@ -268,4 +270,16 @@ t.test('when a provider answers slowly with long Retry-After waits, then no try 
   t.same(await run(), [0, 40_000, 80_000], 'the default lease holds all three tries and both waits (the last ends at 90 s of 100)');
   t.same(await run(60_000), [0, 40_000], 'a 60 s lease: the third try, ending at 90 s, is not made');
   t.match(store.recorded.at(-1), [1, 11, 'fcm:failed'], 'recorded failed, within the lease');
+});
+
+t.test('when a target’s result is recorded, then an accepted one carries when it was accepted (an SMS reply answers the SMS last delivered), another none', async (t) => {
+  const store = new Store();
+  store.queued = [step({ targets: [{ id: 11, target: webpush }, { id: 12, target: fcm }] })];
+  const s = sender(store, { webpush: channel('webpush', []), fcm: channel('fcm', [{ outcome: 'rejected', status: 400, detail: 'bad token' }]) });
+  await s.round();
+  await s.idle();
+  await s.stop();
+  const byTarget = new Map(store.recorded.map((r, i) => [r[1], store.acceptedAt[i]]));
+  t.equal(byTarget.get(11), NOW);
+  t.equal(byTarget.get(12), null);
 });

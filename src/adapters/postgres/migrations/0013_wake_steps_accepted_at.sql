@@ -1,0 +1,1 @@
+ALTER TABLE "wake_steps" ADD COLUMN "accepted_at" text;

@@ -1,0 +1,1 @@
+ALTER TABLE `wake_steps` ADD `accepted_at` text;
