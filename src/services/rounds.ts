@@ -84,3 +84,10 @@ export class Rounds {
     await this.running;
   }
 }
+
+/** a count kept in a map, gone at 0 (the senders' steps or deliveries in flight, by owner or lane) */
+export function count<K>(m: Map<K, number>, key: K, by: 1 | -1): void {
+  const n = (m.get(key) ?? 0) + by;
+  if (n > 0) m.set(key, n);
+  else m.delete(key);
+}

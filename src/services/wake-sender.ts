@@ -28,7 +28,7 @@ import { noMetrics, type Metrics } from '../ports/metrics.js';
 import type { ClaimedStep, WakeStepStorePort } from '../ports/wake-steps.js';
 import type { WakeTargetStorePort } from '../ports/wake-targets.js';
 import type { WakeChannel, WakeChannels, WakeTarget } from '../ports/wake.js';
-import { Rounds } from './rounds.js';
+import { count, Rounds } from './rounds.js';
 
 export interface WakeSenderOptions {
   nodeId: string;
@@ -100,14 +100,16 @@ export class WakeSender {
     options: WakeSenderOptions,
     private readonly metrics: WakeMetrics = noMetrics,
   ) {
+    const inFlightMax = options.inFlightMax ?? 128;
+    const perOwner = options.perOwner ?? Math.max(1, Math.ceil(inFlightMax / 2));
     this.o = {
       pollMs: 100,
       gapMs: 20,
-      inFlightMax: 128,
+      inFlightMax,
       leaseMs: WAKE_LEASE_MS,
       drainMs: 3_000,
-      perOwner: Math.max(1, Math.ceil((options.inFlightMax ?? 128) / 2)),
-      perLane: Math.max(1, Math.ceil((options.perOwner ?? Math.ceil((options.inFlightMax ?? 128) / 2)) / 2)),
+      perOwner,
+      perLane: Math.max(1, Math.ceil(perOwner / 2)),
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
       ...options,
     };
@@ -176,7 +178,10 @@ export class WakeSender {
     const results = await Promise.all(s.targets.map((t) => this.reach(s, t, message, until)));
     // cut short by this node's stop: given back, the targets without a result tried again by
     // the next claim (another node's, or this one's after a restart), not counted failed
-    if (results.includes(null)) return this.giveBack(s);
+    if (results.includes(null)) {
+      await this.store.release(s);
+      return;
+    }
     await this.settle(s, { state: 'DONE', outcome: s.targets.length === 0 ? 'no target' : '' });
   }
 
@@ -223,11 +228,6 @@ export class WakeSender {
     return result;
   }
 
-  /** a step this node will not finish (it stops), given back to be claimed at once */
-  private async giveBack(s: ClaimedStep): Promise<void> {
-    await this.store.release(s);
-  }
-
   private async settle(s: ClaimedStep, end: { state: 'DONE' | 'STOPPED'; outcome: string }): Promise<void> {
     if (!(await this.store.settle(s, end))) {
       this.stats.lost++;
@@ -262,11 +262,4 @@ export class WakeSender {
     this.abort.abort();
     await Promise.allSettled([...this.inFlight.values()]);
   }
-}
-
-/** a count kept in a map, gone at 0 */
-function count<K>(m: Map<K, number>, key: K, by: 1 | -1): void {
-  const n = (m.get(key) ?? 0) + by;
-  if (n > 0) m.set(key, n);
-  else m.delete(key);
 }

@@ -15,7 +15,7 @@ import { afterAttempt, DEFAULT_RETRY_SCHEDULE_MS, DELIVERY_MAX_AGE_MS, type Atte
 import type { Clock } from '../ports/clock.js';
 import { shareClaims } from '../domain/webhook-share.js';
 import type { ClaimedDelivery, WebhookStorePort, WebhookTransport } from '../ports/webhooks.js';
-import { Rounds } from './rounds.js';
+import { count, Rounds } from './rounds.js';
 
 /** the least time between two rounds started by wake() */
 export const WAKE_GAP_MS = 100;
@@ -110,12 +110,10 @@ export class WebhookSender {
       choose: (candidates) => shareClaims(candidates, { room, perWebhook: this.o.perWebhook, perOwner: this.o.perOwner, held: this.held }),
     });
     for (const d of claimed) {
-      this.held.set(d.ownerId, (this.held.get(d.ownerId) ?? 0) + 1);
+      count(this.held, d.ownerId, +1);
       const p = this.attempt(d).finally(() => {
         this.inFlight.delete(d.id);
-        const n = (this.held.get(d.ownerId) ?? 1) - 1;
-        if (n > 0) this.held.set(d.ownerId, n);
-        else this.held.delete(d.ownerId);
+        count(this.held, d.ownerId, -1);
         // a delivery settled may let the next of its incident (or webhook) go
         this.wake();
       });
